@@ -1,0 +1,15 @@
+"""Callbacks (loop hooks that may stop training) and Orbit-style actions."""
+
+from torchgarden.callbacks.actions import ConditionalAction, NewBestMetric, RecoveryAction
+from torchgarden.callbacks.base import Callback, LambdaCallback, lookup_metric
+from torchgarden.callbacks.early_stopping import EarlyStopping
+
+__all__ = [
+    "Callback",
+    "LambdaCallback",
+    "EarlyStopping",
+    "ConditionalAction",
+    "NewBestMetric",
+    "RecoveryAction",
+    "lookup_metric",
+]

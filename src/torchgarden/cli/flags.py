@@ -1,0 +1,99 @@
+"""The standard flags and config parsing, public for custom launch scripts.
+
+Model Garden's ``official/common/flags.py`` + ``train_utils.parse_configuration``:
+defaults of the registered experiment, then each ``--config_file`` in order, then each
+``--params_override`` (CSV ``a.b=1``, a YAML/JSON string, or a YAML file path); then
+``validate()`` and ``lock()``. Nothing here imports torch.
+
+Example (a custom launch script):
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser()
+    >>> define_flags(parser)
+    >>> flags = parser.parse_args(["--experiment", "image_classification",
+    ...                            "--params_override", "trainer.train_steps=10"])
+    >>> parse_configuration(flags).trainer.train_steps
+    10
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchgarden.config import ExperimentConfig
+
+__all__ = ["define_flags", "parse_configuration", "MODES"]
+
+MODES = (
+    "train",
+    "eval",
+    "train_and_eval",
+    "continuous_eval",
+    "train_and_post_eval",
+    "continuous_train_and_eval",
+)
+
+
+def define_flags(parser: argparse.ArgumentParser, *, mode_default: str | None = None) -> None:
+    """Adds ``--experiment --mode --model_dir --config_file --params_override --import``."""
+    parser.add_argument("--experiment", help="registered experiment name (see `list`).")
+    parser.add_argument(
+        "--mode",
+        default=mode_default,
+        help=f"one of {', '.join(MODES)}" + (f" (default {mode_default})" if mode_default else ""),
+    )
+    parser.add_argument("--model_dir", help="directory for checkpoints, summaries, params.yaml.")
+    parser.add_argument(
+        "--config_file",
+        action="append",
+        default=[],
+        help="YAML/JSON config file applied over the defaults; repeat to apply several in order.",
+    )
+    parser.add_argument(
+        "--params_override",
+        action="append",
+        default=[],
+        help="overrides applied last: 'a.b=1,c=[1,2]', a YAML/JSON string, or a YAML path.",
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="module (or .py file) to import first so it can register experiments/tasks.",
+    )
+
+
+def parse_configuration(
+    flags: argparse.Namespace | Any, *, lock_return: bool = True
+) -> ExperimentConfig:
+    """Builds the validated (and locked) experiment config from parsed ``flags``.
+
+    ``flags`` needs ``experiment``, and optionally ``config_file`` (list),
+    ``params_override`` (str or list) and ``imports`` (list of modules to import first).
+
+    Raises:
+        ConfigError / RegistryError: With a one-line message naming the problem.
+    """
+    from torchgarden import registry
+    from torchgarden.config import ConfigError, load_yaml_file
+
+    for module in getattr(flags, "imports", None) or []:
+        registry.import_user_module(module)
+    if not getattr(flags, "experiment", None):
+        raise ConfigError("the flag --experiment must be specified (see `torchgarden list`).")
+    params = registry.get_experiment(flags.experiment)
+    for path in getattr(flags, "config_file", None) or []:
+        params.override(load_yaml_file(path))
+    overrides = getattr(flags, "params_override", None) or []
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    for text in overrides:
+        if text:
+            params.override(text)
+    params.validate()
+    if lock_return:
+        params.lock()
+    return params

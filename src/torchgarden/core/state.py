@@ -1,0 +1,149 @@
+"""Small stateful objects the Trainer owns and checkpoints: global step, loss meter, RNGs."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["GlobalStep", "LossMean", "RngState"]
+
+
+class GlobalStep:
+    """The training step counter shared by the Trainer and the Controller (Orbit's
+    ``global_step`` variable). A Python int on the host, so reading it never syncs.
+
+    Example:
+        >>> step = GlobalStep()
+        >>> step.assign_add(3)
+        >>> int(step)
+        3
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int = 0) -> None:
+        self.value = int(value)
+
+    def __int__(self) -> int:
+        return self.value
+
+    __index__ = __int__
+
+    def numpy(self) -> int:
+        """Model Garden spelling (``global_step.numpy()``)."""
+        return self.value
+
+    def assign(self, value: int) -> None:
+        self.value = int(value)
+
+    def assign_add(self, delta: int) -> None:
+        self.value += int(delta)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"value": self.value}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.value = int(state["value"])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (GlobalStep, int)):
+            return self.value == int(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"GlobalStep({self.value})"
+
+
+class LossMean:
+    """Window mean of a scalar loss kept on device (the ``training_loss`` /
+    ``validation_loss`` meters). One in-place add per update; ``result()`` returns a
+    device tensor, so nothing is read back to the host until somebody asks.
+
+    Args:
+        name: Log key, e.g. ``"training_loss"``.
+        device: Where the running sum lives.
+    """
+
+    def __init__(self, name: str, device: torch.device | str = "cpu") -> None:
+        self.name = name
+        self._sum = torch.zeros((), dtype=torch.float32, device=device)
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """Number of updates since the last reset."""
+        return self._count
+
+    def update_state(self, value: torch.Tensor | float) -> None:
+        self._sum += value  # In place, on device: no host sync.
+        self._count += 1
+
+    def result(self) -> torch.Tensor:
+        return self._sum / max(self._count, 1)
+
+    def reset_states(self) -> None:
+        self._sum.zero_()
+        self._count = 0
+
+    reset_state = reset_states
+
+    def sync(self) -> None:
+        """Sums the meter over all ranks (call once before ``result()``)."""
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            packed = torch.stack([self._sum, self._sum.new_tensor(float(self._count))])
+            dist.all_reduce(packed)
+            self._sum.copy_(packed[0])
+            self._count = int(packed[1].item())  # Host sync: once per loop.
+
+    def to(self, device: torch.device | str) -> LossMean:
+        self._sum = self._sum.to(device)
+        return self
+
+
+class RngState:
+    """Python, NumPy and torch (CPU + CUDA) generator states as a checkpoint item.
+
+    NumPy's state is stored as tensors so checkpoints load with ``weights_only=True``.
+    """
+
+    def state_dict(self) -> dict[str, Any]:
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        state: dict[str, Any] = {
+            "python": random.getstate(),
+            "numpy": {
+                "kind": kind,
+                "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+                "pos": int(pos),
+                "has_gauss": int(has_gauss),
+                "cached_gaussian": float(cached),
+            },
+            "torch": torch.get_rng_state(),
+        }
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state["cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+        np_state = state["numpy"]
+        np.random.set_state(
+            (
+                np_state["kind"],
+                np_state["keys"].numpy().astype(np.uint32),
+                np_state["pos"],
+                np_state["has_gauss"],
+                np_state["cached_gaussian"],
+            )
+        )
+        torch.set_rng_state(state["torch"])
+        if "cuda" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,502 @@
+"""``Trainer``: how N steps run — Model Garden's ``base_trainer.Trainer`` on PyTorch.
+
+The Trainer owns the model, the optimizer, the data iterators, the global step, the
+loss meters and the checkpoint items. Its contract with the Controller is only
+``train(num_steps) -> logs`` and ``evaluate(num_steps) -> logs`` (REFERENCE §3, §4.2).
+Every hook is a method to override: ``train_loop_begin``, ``train_step(iterator)``,
+``train_loop_end``, ``next_train_inputs``, ``eval_begin``, ``eval_step(iterator)``,
+``eval_reduce``, ``eval_end``, ``next_eval_inputs``.
+
+Speed notes: the step path does no host-device synchronisation. The loss is added to a
+device tensor each step and read once per loop by the Controller; metrics update on
+device; the learning rate is written only when the schedule is not constant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from torchgarden.core.state import GlobalStep, LossMean, RngState
+from torchgarden.core.task import Logs, Task
+
+if TYPE_CHECKING:
+    from torchgarden.checkpoint import BestCheckpointExporter, Checkpoint
+    from torchgarden.config import ExperimentConfig
+    from torchgarden.runtime import RuntimeContext
+
+__all__ = ["Trainer"]
+
+_logger = logging.getLogger("torchgarden")
+
+
+class _GradientAccumulation:
+    """Optimizer view used for micro-steps: only the last micro-step updates weights.
+
+    ``scale(loss)`` divides by the number of micro-steps (and applies the loss scale
+    under float16); ``zero_grad`` acts on the first micro-step and ``step`` on the last.
+    On non-final micro-steps DDP gradient all-reduce is switched off.
+    """
+
+    def __init__(self, optimizer: Any, num_steps: int, model: nn.Module) -> None:
+        self.optimizer = optimizer
+        self.num_steps = num_steps
+        self.micro_step = 0
+        self._model = model
+        self._inner_scale = getattr(optimizer, "scale", None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.optimizer, name)
+
+    def begin(self, micro_step: int) -> None:
+        self.micro_step = micro_step
+        if hasattr(self._model, "require_backward_grad_sync"):
+            self._model.require_backward_grad_sync = micro_step == self.num_steps - 1
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        loss = loss / self.num_steps
+        return self._inner_scale(loss) if self._inner_scale is not None else loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        if self.micro_step == 0:
+            self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        if self.micro_step == self.num_steps - 1:
+            return self.optimizer.step(*args, **kwargs)
+        return None
+
+
+class Trainer:
+    """Runs train and eval loops of a ``Task`` (StandardTrainer + StandardEvaluator).
+
+    Args:
+        config: The experiment config (``trainer`` and ``runtime`` sections are read).
+        task: The task whose steps are run.
+        model: The model built by ``task.build_model()``; moved to the runtime device.
+        optimizer: The optimizer from ``task.create_optimizer``.
+        train: Build training state (train metrics, train data). Default True.
+        evaluate: Build evaluation state. Default True.
+        train_dataset: Iterable of train batches; default ``task.build_inputs(train_data)``.
+        validation_dataset: Iterable of eval batches; default from ``validation_data``.
+        checkpoint_exporter: Optional best-checkpoint exporter run in ``eval_end``.
+        runtime: The process' ``RuntimeContext``; default: single CPU/CUDA device.
+        lr_schedule: Callable ``step -> lr``; default built from the optimizer config.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: ExperimentConfig,
+        task: Task,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+        train: bool = True,
+        evaluate: bool = True,
+        train_dataset: Iterable[Any] | None = None,
+        validation_dataset: Iterable[Any] | None = None,
+        checkpoint_exporter: BestCheckpointExporter | None = None,
+        runtime: RuntimeContext | None = None,
+        lr_schedule: Any = None,
+    ) -> None:
+        from torchgarden import optim
+        from torchgarden.checkpoint import Checkpoint
+        from torchgarden.data import DataIterator, InputContext
+        from torchgarden.metrics import as_metric
+        from torchgarden.runtime import RuntimeContext, autocast_forward
+
+        for attr in ("task", "trainer", "runtime"):
+            if not hasattr(config, attr):
+                raise AttributeError(
+                    f"Trainer needs an ExperimentConfig with a '{attr}' section; got "
+                    f"{type(config).__name__}."
+                )
+        self._config = config
+        self._task = task
+        self._runtime = runtime or RuntimeContext(
+            device=torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        )
+        device = self._runtime.device
+        trainer_cfg = config.trainer
+
+        self._raw_model = model.to(device)
+        self._model = self._wrap_model(self._raw_model, autocast_forward)
+        self._optimizer = optimizer
+        self._global_step = GlobalStep()
+        self._train_loss = LossMean("training_loss", device)
+        self._validation_loss = LossMean("validation_loss", device)
+        self._checkpoint_exporter = checkpoint_exporter
+        self._move_inputs = device.type != "cpu"
+        self._accumulation_steps = int(getattr(trainer_cfg, "gradient_accumulation_steps", 1))
+        self._step_optimizer: Any = optimizer
+        if optimizer is not None and self._accumulation_steps > 1:
+            self._step_optimizer = _GradientAccumulation(
+                optimizer, self._accumulation_steps, self._model
+            )
+
+        self._lr_schedule = lr_schedule
+        if self._lr_schedule is None and optimizer is not None:
+            self._lr_schedule = optim.build_learning_rate(trainer_cfg.optimizer_config)
+        self._lr_varies = self._lr_schedule is not None and not getattr(
+            self._lr_schedule, "is_constant", False
+        )
+        if optimizer is not None and self._lr_schedule is not None:
+            optim.set_learning_rate(optimizer, self._lr_schedule(0))
+
+        self._ema = None
+        ema_cfg = trainer_cfg.optimizer_config.ema
+        if ema_cfg is not None and optimizer is not None:
+            self._ema = optim.ExponentialMovingAverage(
+                self._raw_model,
+                average_decay=ema_cfg.average_decay,
+                start_step=ema_cfg.start_step,
+                dynamic_decay=ema_cfg.dynamic_decay,
+                trainable_weights_only=ema_cfg.trainable_weights_only,
+            )
+
+        context = InputContext(
+            num_replicas=self._runtime.world_size, replica_id=self._runtime.rank
+        )
+        self._train_metrics: list[Any] = []
+        self._validation_metrics: list[Any] = []
+        self._train_iterator: DataIterator | None = None
+        self._train_dataset = self._validation_dataset = None
+        if train:
+            self._train_metrics = [
+                self._to_device(as_metric(m)) for m in task.build_metrics(training=True)
+            ]
+            self._train_dataset = (
+                train_dataset
+                if train_dataset is not None
+                else task.build_inputs(config.task.train_data, input_context=context)
+            )
+            self._train_iterator = DataIterator(self._train_dataset, repeat=True)
+        if evaluate:
+            self._validation_metrics = [
+                self._to_device(as_metric(m)) for m in task.build_metrics(training=False)
+            ]
+            self._validation_dataset = (
+                validation_dataset
+                if validation_dataset is not None
+                else task.build_inputs(config.task.validation_data, input_context=context)
+            )
+
+        items: dict[str, Any] = {"model": self._raw_model, "global_step": self._global_step}
+        if optimizer is not None:
+            items["optimizer"] = optimizer
+        if self._ema is not None:
+            items["ema"] = self._ema
+        if self._train_iterator is not None:
+            items["train_iterator"] = self._train_iterator
+        items["rng"] = RngState()
+        items.update(getattr(self._raw_model, "checkpoint_items", {}) or {})
+        self._checkpoint: Checkpoint = Checkpoint(**items)
+        self._task_train_step = task.train_step
+        self._compiled_step = None
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _wrap_model(self, model: nn.Module, autocast_forward: Any) -> nn.Module:
+        runtime = self._runtime
+        if runtime.autocast_dtype is not None:
+            model = autocast_forward(model, runtime.device.type, runtime.autocast_dtype)
+        if runtime.strategy == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [runtime.device.index] if runtime.device.type == "cuda" else None
+            model = DistributedDataParallel(model, device_ids=ids)
+        elif runtime.strategy == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+
+            fully_shard(model)
+        if getattr(self._config.runtime, "enable_xla", False):
+            model = torch.compile(model, mode=self._config.runtime.compile_mode)
+        return model
+
+    def _to_device(self, metric: Any) -> Any:
+        to = getattr(metric, "to", None)
+        return to(self._runtime.device) if to is not None else metric
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def config(self) -> ExperimentConfig:
+        return self._config
+
+    @property
+    def task(self) -> Task:
+        return self._task
+
+    @property
+    def model(self) -> nn.Module:
+        """The model as trained (wrapped for DDP/autocast/compile when configured)."""
+        return self._model
+
+    @property
+    def unwrapped_model(self) -> nn.Module:
+        """The user's ``nn.Module`` as built by the task (what checkpoints hold)."""
+        return self._raw_model
+
+    @property
+    def optimizer(self) -> Any:
+        return self._optimizer
+
+    @property
+    def global_step(self) -> GlobalStep:
+        return self._global_step
+
+    @property
+    def train_loss(self) -> LossMean:
+        return self._train_loss
+
+    @property
+    def validation_loss(self) -> LossMean:
+        return self._validation_loss
+
+    @property
+    def train_metrics(self) -> list[Any]:
+        return self._train_metrics
+
+    @property
+    def validation_metrics(self) -> list[Any]:
+        return self._validation_metrics
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return self._checkpoint
+
+    @property
+    def checkpoint_exporter(self) -> BestCheckpointExporter | None:
+        return self._checkpoint_exporter
+
+    @property
+    def runtime(self) -> RuntimeContext:
+        return self._runtime
+
+    @property
+    def ema(self) -> Any:
+        return self._ema
+
+    @property
+    def train_dataset(self) -> Any:
+        return self._train_dataset
+
+    @property
+    def eval_dataset(self) -> Any:
+        return self._validation_dataset
+
+    @property
+    def steps_per_loop(self) -> int:
+        return self._config.trainer.steps_per_loop
+
+    def learning_rate(self, step: int | None = None) -> float:
+        """The scheduled learning rate at ``step`` (default: the current global step)."""
+        if self._lr_schedule is None:
+            return 0.0
+        return float(self._lr_schedule(self._global_step.value if step is None else step))
+
+    def initialize(self) -> None:
+        """Runs ``task.initialize(model)`` (init_checkpoint on a fresh ``model_dir``)."""
+        self._task.initialize(self._raw_model)
+
+    # ------------------------------------------------------------------ training
+
+    def train(self, num_steps: int) -> Logs:
+        """Runs ``num_steps`` steps and returns the loop's logs (Orbit ``train``)."""
+        self.train_loop_begin()
+        iterator = self._train_iterator
+        if iterator is None:
+            raise ValueError(
+                "this Trainer was built with train=False; build it with train=True to call "
+                "train()."
+            )
+        train_step = self.train_step
+        for _ in range(num_steps):
+            train_step(iterator)
+        return self.train_loop_end()
+
+    def train_loop_begin(self) -> None:
+        """Called before each loop of ``num_steps`` steps. Puts the model in train mode."""
+        self._model.train()
+
+    def next_train_inputs(self, iterator: Iterator[Any]) -> Any:
+        """Returns the next batch, on the model's device."""
+        inputs = next(iterator)
+        if self._move_inputs:
+            from torchgarden.data import move_to_device
+
+            inputs = move_to_device(inputs, self._runtime.device)
+        return inputs
+
+    def train_step(self, iterator: Iterator[Any]) -> None:
+        """One global step: fetch, ``task.train_step``, update the loss meter and step.
+
+        With ``trainer.gradient_accumulation_steps = k`` a step consumes k batches and
+        performs one optimizer update.
+        """
+        step = self._global_step.value
+        if self._lr_varies:
+            lr = self._lr_schedule(step)
+            for group in self._optimizer.param_groups:
+                group["lr"] = lr
+        optimizer = self._step_optimizer
+        if self._accumulation_steps == 1:
+            inputs = self.next_train_inputs(iterator)
+            logs = self._task_train_step(
+                inputs, model=self._model, optimizer=optimizer, metrics=self._train_metrics
+            )
+            self._train_loss.update_state(logs[Task.loss])
+        else:
+            total = None
+            for micro_step in range(self._accumulation_steps):
+                optimizer.begin(micro_step)
+                inputs = self.next_train_inputs(iterator)
+                logs = self._task_train_step(
+                    inputs, model=self._model, optimizer=optimizer, metrics=self._train_metrics
+                )
+                loss = logs[Task.loss]
+                total = loss if total is None else total + loss
+            self._train_loss.update_state(total / self._accumulation_steps)
+        if self._ema is not None:
+            self._ema.update(step + 1)
+        self._global_step.value = step + 1
+
+    def train_loop_end(self) -> Logs:
+        """Collects window-averaged train metrics and loss, then resets them.
+
+        Returns:
+            ``{metric names..., "training_loss": ..., "learning_rate": ...}``. Values are
+            device tensors or floats; the Controller reads them once per loop.
+        """
+        logs: Logs = {}
+        for metric in self._train_metrics:
+            _collect_result(logs, metric)
+            metric.reset_states()
+        self._train_loss.sync()
+        logs[self._train_loss.name] = self._train_loss.result().clone()
+        self._train_loss.reset_states()
+        logs["learning_rate"] = self.learning_rate()
+        return logs
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self, num_steps: int) -> Logs:
+        """Runs ``num_steps`` eval steps (-1: the whole dataset) on a fresh iterator."""
+        from torchgarden.data import DataIterator
+
+        if self._validation_dataset is None:
+            raise ValueError(
+                "this Trainer was built with evaluate=False; build it with evaluate=True to "
+                "call evaluate()."
+            )
+        state = self.eval_begin()
+        iterator = DataIterator(self._validation_dataset, repeat=False)
+        steps_done = 0
+        with torch.no_grad():
+            while num_steps < 0 or steps_done < num_steps:
+                try:
+                    outputs = self.eval_step(iterator)
+                except StopIteration:
+                    break
+                state = self.eval_reduce(state, outputs)
+                steps_done += 1
+        if num_steps > 0 and steps_done < num_steps:
+            _logger.info("The dataset iterator is exhausted after %d steps.", steps_done)
+        self._last_eval_steps = steps_done
+        return self.eval_end(state) if state is not None else self.eval_end()
+
+    def eval_begin(self) -> Any:
+        """Resets validation metrics, swaps in EMA weights; returns the initial state."""
+        for metric in self._validation_metrics:
+            metric.reset_states()
+        self._validation_loss.reset_states()
+        if self._ema is not None:
+            self._ema.swap_weights()
+        self._model.eval()
+        return None
+
+    def next_eval_inputs(self, iterator: Iterator[Any]) -> tuple[Any, Logs]:
+        """Returns ``(inputs, passthrough_logs)``; passthrough logs reach ``aggregate_logs``."""
+        inputs = next(iterator)
+        if self._move_inputs:
+            from torchgarden.data import move_to_device
+
+            inputs = move_to_device(inputs, self._runtime.device)
+        return inputs, {}
+
+    def eval_step(self, iterator: Iterator[Any]) -> Logs:
+        """One validation step; returns ``{**passthrough_logs, **task_logs}``."""
+        inputs, passthrough = self.next_eval_inputs(iterator)
+        logs = self._task.validation_step(inputs, model=self._model, metrics=self._validation_metrics)
+        if Task.loss in logs:
+            self._validation_loss.update_state(logs[Task.loss])
+        if passthrough:
+            clash = passthrough.keys() & logs.keys()
+            if clash:
+                _logger.warning("passthrough log keys %s are overwritten by the task's logs",
+                                sorted(clash))
+            return {**passthrough, **logs}
+        return logs
+
+    def eval_reduce(self, state: Any = None, step_outputs: Logs | None = None) -> Any:
+        """Delegates to ``task.aggregate_logs`` (host side, every eval step)."""
+        return self._task.aggregate_logs(state=state, step_logs=step_outputs)
+
+    def eval_end(self, aggregated_logs: Any = None) -> Logs:
+        """Collects validation metrics, loss, reduced logs; exports the best checkpoint."""
+        logs: Logs = {}
+        for metric in self._validation_metrics:
+            sync = getattr(metric, "sync", None)
+            if sync is not None:
+                sync()
+            _collect_result(logs, metric)
+        self._validation_loss.sync()
+        if self._validation_loss.count:
+            logs[self._validation_loss.name] = self._validation_loss.result().clone()
+        else:
+            _logger.info("The task did not report validation loss.")
+        if aggregated_logs:
+            logs.update(
+                self._task.reduce_aggregated_logs(
+                    aggregated_logs, global_step=self._global_step.value
+                )
+            )
+        if self._checkpoint_exporter is not None:
+            self._checkpoint_exporter.maybe_export_checkpoint(
+                self._checkpoint, logs, self._global_step.value
+            )
+            name = self._checkpoint_exporter.metric_name
+            logs["best_" + name] = self._checkpoint_exporter.best_metric_value
+        if self._ema is not None:
+            self._ema.swap_weights()  # After export: the best checkpoint holds EMA weights.
+        self._model.train()
+        return logs
+
+    @contextlib.contextmanager
+    def ema_weights(self) -> Iterator[None]:
+        """Context manager with the EMA weights swapped in (no-op without EMA)."""
+        if self._ema is None:
+            yield
+            return
+        self._ema.swap_weights()
+        try:
+            yield
+        finally:
+            self._ema.swap_weights()
+
+
+def _collect_result(logs: Logs, metric: Any) -> None:
+    result = metric.result()
+    if isinstance(result, dict):
+        logs.update(result)
+    else:
+        logs[metric.name] = result
+
+
+def _as_list(value: Sequence[Any] | None) -> list[Any]:
+    return list(value) if value else []

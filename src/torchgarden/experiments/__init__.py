@@ -1,0 +1,23 @@
+"""Built-in experiment configs, registered by name. Torch-free: importing this module
+only defines dataclasses and registers factories (``torchgarden list`` stays fast).
+
+The matching Task classes live in ``torchgarden.tasks`` and register for these config
+classes when that package is imported (``get_task`` does it on demand).
+"""
+
+from torchgarden.experiments.image_classification import (
+    ImageClassificationConfig,
+    ImageClassificationDataConfig,
+    ImageClassificationModelConfig,
+    image_classification,
+)
+from torchgarden.experiments.toy import ToyRegressionConfig, toy_regression
+
+__all__ = [
+    "ImageClassificationConfig",
+    "ImageClassificationDataConfig",
+    "ImageClassificationModelConfig",
+    "image_classification",
+    "ToyRegressionConfig",
+    "toy_regression",
+]

@@ -1,0 +1,414 @@
+"""``Controller``: when things happen — Orbit's outer loop.
+
+The Controller calls ``trainer.train(n)`` and ``evaluator.evaluate(n)`` and, around those
+two calls only, decides when to checkpoint, write summaries, log, evaluate, and run
+callbacks and actions (REFERENCE §4.4). It never sees a config or a batch.
+
+Differences from Orbit, on purpose:
+  * ``summary_interval`` really sets how often train scalars are written.
+  * A train loop that does not advance the global step by the requested amount raises.
+  * A checkpoint manager with no interval saves at every loop end (Orbit: never).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pprint
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from torchgarden.loop.logs import to_host
+from torchgarden.summary import SummaryManager, SummaryManagerInterface
+
+__all__ = ["Controller", "Action"]
+
+_logger = logging.getLogger("torchgarden")
+
+Logs = dict[str, Any]
+Action = Callable[[Logs], Any]
+
+
+class _Trainer(Protocol):
+    def train(self, num_steps: int) -> Logs | None: ...
+
+
+class _Evaluator(Protocol):
+    def evaluate(self, num_steps: int) -> Logs | None: ...
+
+
+def _format_output(logs: Logs) -> str:
+    text = pprint.pformat(logs, width=100, compact=True)
+    if "\n" in text:
+        return "\n" + "\n".join("    " + line for line in text.splitlines())
+    return text
+
+
+class _StepTimer:
+    def __init__(self, step: int) -> None:
+        self.start_step = step
+        self.start_time = time.perf_counter()
+
+    def steps_per_second(self, step: int, restart: bool = True) -> float:
+        elapsed = time.perf_counter() - self.start_time
+        value = (step - self.start_step) / elapsed if elapsed > 0 else 0.0
+        if restart:
+            self.start_step, self.start_time = step, time.perf_counter()
+        return value
+
+
+class Controller:
+    """Runs training and evaluation loops and their side effects.
+
+    Args:
+        global_step: The step counter shared with the trainer (anything ``int()`` reads).
+        trainer: Object with ``train(num_steps) -> logs``.
+        evaluator: Object with ``evaluate(num_steps) -> logs``.
+        steps_per_loop: Steps per ``trainer.train`` call; an int or ``f(step) -> int``.
+        checkpoint_manager: A ``checkpoint.CheckpointManager``; restored from at once.
+        summary_interval: Steps between train scalar writes (a multiple of an integer
+            ``steps_per_loop``). Default: every loop.
+        summary_dir: Directory of train summaries (ignored with ``summary_manager``).
+        eval_summary_dir: Directory of eval summaries; defaults to ``summary_dir``.
+        summary_manager: Train ``SummaryManagerInterface``; default one on ``summary_dir``.
+        eval_summary_manager: Eval summary manager; default one on ``eval_summary_dir``.
+        train_actions: Callables run with the train logs after every loop.
+        eval_actions: Callables run with the eval logs after every evaluation.
+        callbacks: ``callbacks.Callback`` objects (loop hooks, may stop training).
+        progress_bar: Show a tqdm bar with ETA; None = when stdout is a terminal.
+        enable_async_checkpointing: Accepted for Orbit parity; the manager decides.
+        print_logs: Print Orbit-format log lines to stdout (also sent to ``logging``).
+    """
+
+    def __init__(
+        self,
+        *,
+        global_step: Any,
+        trainer: _Trainer | None = None,
+        evaluator: _Evaluator | None = None,
+        steps_per_loop: int | Callable[[int], int] | None = None,
+        checkpoint_manager: Any = None,
+        summary_interval: int | None = None,
+        summary_dir: str | None = None,
+        eval_summary_dir: str | None = None,
+        summary_manager: SummaryManagerInterface | None = None,
+        eval_summary_manager: SummaryManagerInterface | None = None,
+        train_actions: Sequence[Action] | None = None,
+        eval_actions: Sequence[Action] | None = None,
+        callbacks: Iterable[Any] = (),
+        progress_bar: bool | None = None,
+        enable_async_checkpointing: bool = False,
+        print_logs: bool = True,
+    ) -> None:
+        if trainer is None and evaluator is None:
+            raise ValueError("Controller needs a `trainer` or an `evaluator` (got neither).")
+        if trainer is not None:
+            if steps_per_loop is None:
+                raise ValueError("`steps_per_loop` is required when a `trainer` is given.")
+            if not callable(steps_per_loop) and (
+                not isinstance(steps_per_loop, int) or steps_per_loop < 1
+            ):
+                raise ValueError(
+                    f"`steps_per_loop` must be a positive int or a callable, got "
+                    f"{steps_per_loop!r}."
+                )
+        if summary_interval is not None:
+            if summary_interval <= 0:
+                raise ValueError(f"`summary_interval` must be positive, got {summary_interval}.")
+            if isinstance(steps_per_loop, int) and summary_interval % steps_per_loop:
+                k = steps_per_loop
+                raise ValueError(
+                    f"`summary_interval` ({summary_interval}) must be a multiple of "
+                    f"`steps_per_loop` ({k}); set it to {k * max(1, summary_interval // k)}."
+                )
+        try:
+            int(global_step)
+        except TypeError:
+            raise ValueError(
+                "`global_step` must be an int-like counter shared with the trainer (e.g. "
+                f"trainer.global_step), got {type(global_step).__name__}."
+            ) from None
+
+        self.trainer = trainer
+        self.evaluator = evaluator
+        self.global_step = global_step
+        self._steps_per_loop = steps_per_loop
+        self.checkpoint_manager = checkpoint_manager
+        self.summary_interval = summary_interval
+        self.train_actions = list(train_actions or [])
+        self.eval_actions = list(eval_actions or [])
+        self.callbacks = list(callbacks)
+        self.enable_async_checkpointing = enable_async_checkpointing
+        self.print_logs = print_logs
+        self.stop_training = False
+        self._progress_bar_enabled = (
+            sys.stdout.isatty() if progress_bar is None else bool(progress_bar)
+        )
+        self._progress: Any = None
+
+        if trainer is not None:
+            self.summary_manager = summary_manager or SummaryManager(
+                summary_dir, global_step=self._current_step
+            )
+        else:
+            self.summary_manager = summary_manager or SummaryManager(None)
+        if evaluator is not None:
+            eval_summary_dir = eval_summary_dir or summary_dir
+            if eval_summary_manager is not None:
+                self.eval_summary_manager = eval_summary_manager
+            elif eval_summary_dir == summary_dir and trainer is not None and summary_manager:
+                self.eval_summary_manager = self.summary_manager
+            else:
+                self.eval_summary_manager = SummaryManager(
+                    eval_summary_dir, global_step=self._current_step
+                )
+        self._step_timer: _StepTimer | None = None
+        self._last_summary_step: int | None = None
+
+        for callback in self.callbacks:
+            set_controller = getattr(callback, "set_controller", None)
+            if set_controller is not None:
+                set_controller(self)
+
+        if self.checkpoint_manager is not None:
+            self.restore_checkpoint()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _current_step(self) -> int:
+        return int(self.global_step)
+
+    @property
+    def steps_per_loop(self) -> int:
+        spl = self._steps_per_loop
+        return int(spl(self._current_step())) if callable(spl) else int(spl)  # type: ignore[arg-type]
+
+    def _log(self, message: str) -> None:
+        _logger.info(message)
+        if self.print_logs:
+            if self._progress is not None:
+                self._progress.write(message)
+            else:
+                print(message, flush=True)
+
+    def _require(self, attr: str, method: str) -> None:
+        if getattr(self, attr, None) is None:
+            raise ValueError(
+                f"`{attr}` is not set. Pass `{attr}` to `Controller.__init__` before calling "
+                f"`{method}()`."
+            )
+
+    def _callbacks(self, hook: str, *args: Any) -> None:
+        for callback in self.callbacks:
+            fn = getattr(callback, hook, None)
+            if fn is not None:
+                fn(*args)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def restore_checkpoint(self, checkpoint_path: str | None = None) -> str | None:
+        """Restores ``checkpoint_path``, or the latest checkpoint, or initialises.
+
+        Returns:
+            The restored path, or None when the model was initialised instead.
+        """
+        self._require("checkpoint_manager", "restore_checkpoint")
+        if checkpoint_path is not None:
+            self._log(f"restoring model from {checkpoint_path}...")
+            path = self.checkpoint_manager.restore(checkpoint_path)
+        else:
+            self._log("restoring or initializing model...")
+            path = self.checkpoint_manager.restore_or_initialize()
+        if path is not None:
+            self._log(f"restored model from {path} at step {self._current_step()}.")
+            self._callbacks("on_checkpoint_restored", self._current_step(), path)
+        else:
+            self._log("initialized model.")
+        return path
+
+    def save_checkpoint(self) -> str | None:
+        """Saves a checkpoint now (not interval-gated)."""
+        self._require("checkpoint_manager", "save_checkpoint")
+        return self._maybe_save_checkpoint(check_interval=False)
+
+    def _maybe_save_checkpoint(self, check_interval: bool = True) -> str | None:
+        if self.checkpoint_manager is None:
+            return None
+        step = self._current_step()
+        path = self.checkpoint_manager.save(checkpoint_number=step, check_interval=check_interval)
+        if path is not None:
+            self._log(f"saved checkpoint to {path}.")
+            self._callbacks("on_checkpoint_saved", step, path)
+        return path
+
+    # ------------------------------------------------------------------ training
+
+    def train(self, steps: int, checkpoint_at_completion: bool = True) -> None:
+        """Trains until the global step reaches ``steps`` (an absolute target).
+
+        Args:
+            steps: Target global step.
+            checkpoint_at_completion: Save a checkpoint when the target is reached.
+        """
+        self._require("trainer", "train")
+        current = self._current_step()
+        self._log(f"train | step: {current: 6d} | training until step {steps}...")
+        self.stop_training = False
+        self._callbacks("on_train_begin", current)
+        self._open_progress(current, steps)
+        try:
+            while current < steps and not self.stop_training:
+                num_steps = min(steps - current, self.steps_per_loop)
+                self._train_n_steps(num_steps, final=current + num_steps >= steps)
+                self._maybe_save_checkpoint()
+                current = self._current_step()
+        finally:
+            self._close_progress()
+        if checkpoint_at_completion:
+            self._maybe_save_checkpoint(check_interval=False)
+        self._sync_checkpoints()
+        self._callbacks("on_train_end", self._current_step())
+
+    def _train_n_steps(self, num_steps: int, final: bool = False) -> Logs:
+        if self._step_timer is None:
+            self._step_timer = _StepTimer(self._current_step())
+        current = self._current_step()
+        self._callbacks("on_train_loop_begin", current)
+        train_output = self.trainer.train(num_steps) or {}  # type: ignore[union-attr]
+        new_step = self._current_step()
+        if new_step - current != num_steps:
+            raise RuntimeError(
+                f"`trainer.train({num_steps})` moved the global step from {current} to "
+                f"{new_step}; a train loop must advance it by exactly {num_steps}. Increment "
+                "trainer.global_step once per step in custom train_step overrides."
+            )
+        for action in self.train_actions:
+            action(train_output)
+        output = to_host(train_output)  # The one host sync of the loop.
+        steps_per_sec = self._step_timer.steps_per_second(new_step)
+        self._log(
+            f"train | step: {new_step: 6d} | steps/sec: {steps_per_sec: 6.1f} | "
+            f"output: {_format_output(output)}"
+        )
+        output["steps_per_second"] = steps_per_sec
+        if self._should_write_train_summary(current, new_step, final):
+            self.summary_manager.write_summaries(output)
+            self.summary_manager.flush()
+            self._last_summary_step = new_step
+        if self._progress is not None:
+            self._progress.update(new_step - current)
+            loss = output.get("training_loss")
+            if isinstance(loss, float):
+                self._progress.set_postfix(loss=f"{loss:.4g}", refresh=False)
+        self._callbacks("on_train_loop_end", new_step, output)
+        return output
+
+    def _should_write_train_summary(self, before: int, after: int, final: bool) -> bool:
+        interval = self.summary_interval
+        if interval is None:
+            return True
+        if after // interval > before // interval:
+            return True
+        return final and self._last_summary_step != after
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self, steps: int = -1) -> Logs:
+        """Runs ``steps`` eval steps (-1: the whole dataset) and returns the logs."""
+        self._require("evaluator", "evaluate")
+        if steps != -1 and steps <= 0:
+            raise ValueError(f"evaluate(steps={steps}): steps must be positive or exactly -1.")
+        current = self._current_step()
+        if steps > 0:
+            self._log(f" eval | step: {current: 6d} | running {steps} steps of evaluation...")
+        else:
+            self._log(f" eval | step: {current: 6d} | running complete evaluation...")
+        self._callbacks("on_eval_begin", current)
+        start = time.perf_counter()
+        eval_output = self.evaluator.evaluate(steps) or {}  # type: ignore[union-attr]
+        elapsed = time.perf_counter() - start
+        for action in self.eval_actions:
+            action(eval_output)
+        output = to_host(eval_output)
+        rate = ""
+        if steps > 0:
+            output["steps_per_second"] = steps / elapsed if elapsed > 0 else math.inf
+            rate = f"steps/sec: {output['steps_per_second']: 6.1f} | "
+        self._log(
+            f" eval | step: {current: 6d} | {rate}eval time: {elapsed: 6.1f} sec | "
+            f"output: {_format_output(output)}"
+        )
+        self.eval_summary_manager.write_summaries(output)
+        self.eval_summary_manager.flush()
+        self._callbacks("on_eval_end", current, output)
+        return output
+
+    def train_and_evaluate(
+        self, train_steps: int, eval_steps: int = -1, eval_interval: int | None = None
+    ) -> Logs:
+        """Alternates training and evaluation until ``train_steps``.
+
+        Eval points are counted from the step at which the call starts (Orbit
+        semantics); the last evaluation happens at ``train_steps``.
+        """
+        self._require("trainer", "train_and_evaluate")
+        self._require("evaluator", "train_and_evaluate")
+        current = self._current_step()
+        interval = eval_interval or max(train_steps - current, 1)
+        output: Logs = {}
+        while current < train_steps and not self.stop_training:
+            target = min(current + interval, train_steps)
+            self.train(steps=target, checkpoint_at_completion=False)
+            output = self.evaluate(steps=eval_steps)
+            current = self._current_step()
+        self._maybe_save_checkpoint(check_interval=False)
+        self._sync_checkpoints()
+        return output
+
+    def evaluate_continuously(
+        self,
+        steps: int = -1,
+        timeout: float | None = None,
+        timeout_fn: Callable[[], bool] | None = None,
+    ) -> Logs:
+        """Evaluates every new checkpoint as it appears (never a half-written one).
+
+        Args:
+            steps: Eval steps per checkpoint (-1: whole dataset).
+            timeout: Seconds to wait for a new checkpoint before calling ``timeout_fn``.
+            timeout_fn: Returns True to stop waiting (e.g. training has finished).
+        """
+        self._require("evaluator", "evaluate_continuously")
+        self._require("checkpoint_manager", "evaluate_continuously")
+        from torchgarden.checkpoint import checkpoints_iterator
+
+        output: Logs = {}
+        for path in checkpoints_iterator(
+            self.checkpoint_manager.directory, timeout=timeout, timeout_fn=timeout_fn,
+        ):
+            self.restore_checkpoint(path)
+            output = self.evaluate(steps)
+        return output
+
+    def _sync_checkpoints(self) -> None:
+        sync = getattr(self.checkpoint_manager, "sync", None)
+        if sync is not None:
+            sync()
+
+    # ------------------------------------------------------------------ progress bar
+
+    def _open_progress(self, current: int, target: int) -> None:
+        if not self._progress_bar_enabled or target <= current:
+            return
+        from tqdm.auto import tqdm
+
+        self._progress = tqdm(
+            total=target, initial=current, unit="step", dynamic_ncols=True, leave=False
+        )
+
+    def _close_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None

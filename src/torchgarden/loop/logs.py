@@ -1,0 +1,59 @@
+"""Turning step/loop outputs (device tensors, nested dicts) into host values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["to_host", "flatten_logs"]
+
+
+def to_host(logs: Any) -> Any:
+    """Returns ``logs`` with every tensor replaced by a float (0-d) or a NumPy array.
+
+    All scalar tensors are copied to the host in one transfer per device, so a loop
+    end costs one synchronisation however many metrics there are.
+    """
+    scalars: list[tuple[dict[str, Any], str, torch.Tensor]] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if isinstance(item, torch.Tensor) and item.numel() == 1 and item.ndim <= 1:
+                    scalars.append((out, key, item))
+                    out[key] = None
+                else:
+                    out[key] = walk(item)
+            return out
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu().numpy()
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, (list, tuple)):
+            return type(value)(walk(v) for v in value)
+        return value
+
+    result = walk(logs)
+    by_device: dict[torch.device, list[tuple[dict[str, Any], str, torch.Tensor]]] = {}
+    for entry in scalars:
+        by_device.setdefault(entry[2].device, []).append(entry)
+    for entries in by_device.values():
+        stacked = torch.stack([t.detach().reshape(()).double() for _, _, t in entries])
+        for (out, key, _), value in zip(entries, stacked.tolist()):  # Host sync.
+            out[key] = value
+    return result
+
+
+def flatten_logs(logs: dict[str, Any], prefix: str = "", sep: str = "/") -> dict[str, Any]:
+    """Flattens nested dicts into ``{"a/b": value}``."""
+    flat: dict[str, Any] = {}
+    for key, value in logs.items():
+        name = f"{prefix}{sep}{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(flatten_logs(value, name, sep))
+        else:
+            flat[name] = value
+    return flat

@@ -1,0 +1,211 @@
+"""Registries: experiment name -> config factory, task config class -> Task class.
+
+Model Garden keeps two registries (``exp_factory`` and ``task_factory``); torchgarden
+keeps both in this one module. Registration happens when a module is imported, so a
+launcher imports a ``registry_imports`` module (``torchgarden train --import pkg.mod``)
+or an installed package declares an entry point in the ``torchgarden.experiments``
+group. This module does not import torch.
+
+Example:
+    >>> from torchgarden import ExperimentConfig, register_experiment
+    >>> @register_experiment("my_experiment")
+    ... def my_experiment() -> ExperimentConfig:
+    ...     return ExperimentConfig()
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from torchgarden.config import ExperimentConfig, TaskConfig
+    from torchgarden.core.task import Task
+
+__all__ = [
+    "register_experiment",
+    "get_experiment",
+    "list_experiments",
+    "register_task",
+    "get_task",
+    "get_task_cls",
+    "import_user_module",
+    "load_entry_points",
+    "RegistryError",
+]
+
+_logger = logging.getLogger("torchgarden")
+
+ENTRY_POINT_GROUP = "torchgarden.experiments"
+
+_EXPERIMENTS: dict[str, Callable[[], ExperimentConfig]] = {}
+_TASKS: dict[type, Callable[..., Task]] = {}
+_entry_points_loaded = False
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class RegistryError(LookupError):
+    """An unknown or duplicate registry key; the message names the closest match."""
+
+
+def _closest(name: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+    return f" Did you mean '{match[0]}'?" if match else ""
+
+
+def register_experiment(name: str) -> Callable[[F], F]:
+    """Registers a zero-argument factory returning an ``ExperimentConfig`` under ``name``.
+
+    Names may be hierarchical (``"retinanet/coco"``). Each ``get_experiment`` call runs
+    the factory again, so callers always receive a fresh, mutable config.
+
+    Args:
+        name: The experiment name used by ``--experiment``.
+
+    Returns:
+        A decorator that registers and returns the factory unchanged.
+
+    Raises:
+        RegistryError: If ``name`` is already registered.
+    """
+    if not isinstance(name, str) or not name:
+        raise RegistryError(f"experiment name must be a non-empty string, got {name!r}.")
+
+    def decorator(factory: F) -> F:
+        if name in _EXPERIMENTS and _EXPERIMENTS[name] is not factory:
+            raise RegistryError(f"experiment '{name}' is registered more than once.")
+        _EXPERIMENTS[name] = factory
+        return factory
+
+    return decorator
+
+
+def list_experiments() -> list[str]:
+    """Returns the sorted names of all registered experiments (built-ins included)."""
+    _ensure_builtins()
+    return sorted(_EXPERIMENTS)
+
+
+def get_experiment(name: str) -> ExperimentConfig:
+    """Builds a fresh config for the registered experiment ``name``.
+
+    Raises:
+        RegistryError: If no experiment of that name is registered; the message lists
+            what is registered and the closest match.
+    """
+    _ensure_builtins()
+    try:
+        factory = _EXPERIMENTS[name]
+    except KeyError:
+        known = sorted(_EXPERIMENTS)
+        raise RegistryError(
+            f"unknown experiment '{name}'.{_closest(name, known)} Registered: "
+            f"{', '.join(known) or '(none)'}. Register yours with @register_experiment and "
+            f"pass --import <your_module>."
+        ) from None
+    return factory()
+
+
+def register_task(config_cls: type) -> Callable[[F], F]:
+    """Registers a ``Task`` subclass (or any callable building one) for ``config_cls``.
+
+    Lookup is by exact config class, as in Model Garden: a subclass of a registered
+    config needs its own registration.
+
+    Raises:
+        RegistryError: If ``config_cls`` already has a task.
+    """
+    if not isinstance(config_cls, type):
+        raise RegistryError(
+            f"register_task expects a TaskConfig class, got {type(config_cls).__name__}."
+        )
+
+    def decorator(task_cls: F) -> F:
+        if config_cls in _TASKS and _TASKS[config_cls] is not task_cls:
+            raise RegistryError(f"a task is already registered for {config_cls.__qualname__}.")
+        _TASKS[config_cls] = task_cls
+        return task_cls
+
+    return decorator
+
+
+def get_task_cls(config_cls: type) -> Callable[..., Task]:
+    """Returns the task class registered for ``config_cls`` (exact class match)."""
+    _ensure_builtins()
+    if config_cls not in _TASKS:
+        importlib.import_module("torchgarden.tasks")  # Built-in tasks (imports torch).
+    try:
+        return _TASKS[config_cls]
+    except KeyError:
+        known = sorted(c.__qualname__ for c in _TASKS)
+        raise RegistryError(
+            f"no task is registered for config class {config_cls.__qualname__}."
+            f"{_closest(config_cls.__qualname__, known)} Registered task configs: "
+            f"{', '.join(known) or '(none)'}. Decorate your Task with "
+            f"@register_task({config_cls.__qualname__}) and make sure its module is imported."
+        ) from None
+
+
+def get_task(task_config: TaskConfig, logging_dir: str | None = None, **kwargs: Any) -> Task:
+    """Builds the task registered for ``type(task_config)``.
+
+    Args:
+        task_config: A ``TaskConfig`` (subclass) instance.
+        logging_dir: Directory the task may write to (usually ``model_dir``).
+        **kwargs: Passed to the task constructor.
+    """
+    return get_task_cls(type(task_config))(task_config, logging_dir=logging_dir, **kwargs)
+
+
+def import_user_module(name: str) -> None:
+    """Imports ``name`` (``pkg.registry_imports`` or a ``.py`` path) so it can register.
+
+    Raises:
+        RegistryError: If the module cannot be imported; the message names it.
+    """
+    if name.endswith(".py"):
+        import importlib.util
+        import pathlib
+        import sys
+
+        path = pathlib.Path(name)
+        if not path.is_file():
+            raise RegistryError(f"--import {name}: file not found.")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+        return
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        raise RegistryError(
+            f"--import {name}: module not found ({e.name}); check the name and that its "
+            f"package is installed or on PYTHONPATH."
+        ) from e
+
+
+def load_entry_points() -> None:
+    """Imports every module declared in the ``torchgarden.experiments`` entry-point group."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as e:  # A broken plug-in must not break every other experiment.
+            _logger.warning("could not load torchgarden experiments from %s: %s", ep.value, e)
+
+
+def _ensure_builtins() -> None:
+    # Built-in experiment configs register in one explicit, torch-free module.
+    importlib.import_module("torchgarden.experiments")
+    load_entry_points()

@@ -1,0 +1,6 @@
+"""Built-in tasks. Importing this package registers each Task for its config class."""
+
+from torchgarden.tasks.image_classification import ImageClassificationTask
+from torchgarden.tasks.toy import ToyRegressionTask
+
+__all__ = ["ImageClassificationTask", "ToyRegressionTask"]
