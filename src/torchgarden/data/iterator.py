@@ -1,0 +1,172 @@
+"""The batch iterator a trainer holds: repeats across epochs and resumes mid-epoch."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from torchgarden.data.sampler import ResumableSampler
+
+logger = logging.getLogger(__name__)
+
+
+class DataIterator:
+    """Iterates a loader by batches, tracking `(epoch, batches_in_epoch)` for checkpoints.
+
+    With `repeat=True` (training) it never ends: when a pass is exhausted it
+    moves to the next epoch, calls `sampler.set_epoch`, and starts a new pass,
+    so training continues seamlessly across `Controller.train` calls. With
+    `repeat=False` (evaluation) it raises `StopIteration` after one pass until
+    `reset()` is called.
+
+    `load_state_dict` makes the next batch the one an uninterrupted run would
+    have produced. When the loader's `.sampler` is a `ResumableSampler` and the
+    loader has an integer `.batch_size`, the consumed batches are skipped
+    without loading them (`sampler.set_start`); the resumed sequence is then
+    bit-identical. Any other iterable is re-iterated from the start of the
+    epoch and the consumed batches are loaded and dropped (a warning says the
+    resume is approximate: it is exact only if the iterable replays the same
+    order).
+
+    Args:
+        loader: A loader from `build_dataloader`, a `DataLoader`, or any iterable.
+        repeat: Start a new epoch when a pass ends (True) or stop (False).
+
+    Example:
+        >>> iterator = DataIterator(loader, repeat=True)
+        >>> batch = next(iterator)
+        >>> state = iterator.state_dict()   # {"epoch": 0, "batches_in_epoch": 1}
+        >>> resumed = DataIterator(loader, repeat=True)
+        >>> resumed.load_state_dict(state)  # next(resumed) is the 2nd batch
+    """
+
+    def __init__(self, loader: Iterable[Any], *, repeat: bool) -> None:
+        self.loader = loader
+        self.repeat = repeat
+        sampler = getattr(loader, "sampler", None)
+        batch_size = getattr(loader, "batch_size", None)
+        self._sampler: ResumableSampler | None = None
+        if isinstance(sampler, ResumableSampler) and isinstance(batch_size, int):
+            self._sampler = sampler
+            self._batch_size = batch_size
+        self._epoch = sampler.epoch if isinstance(sampler, ResumableSampler) else 0
+        self._batches_in_epoch = 0
+        self._iterator: Iterator[Any] | None = None
+        self._exhausted = False
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch comes from (0-based)."""
+        return self._epoch
+
+    @property
+    def batches_in_epoch(self) -> int:
+        """Batches delivered so far in the current epoch."""
+        return self._batches_in_epoch
+
+    @property
+    def resumes_exactly(self) -> bool:
+        """True if `load_state_dict` skips batches through a `ResumableSampler`."""
+        return self._sampler is not None
+
+    def __iter__(self) -> DataIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._iterator is None:
+            if self._exhausted:
+                raise StopIteration
+            self._iterator = self._begin_pass()
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            batch = self._next_epoch_first_batch()
+        self._batches_in_epoch += 1
+        return batch
+
+    def _next_epoch_first_batch(self) -> Any:
+        self._iterator = None
+        if not self.repeat:
+            self._exhausted = True
+            raise StopIteration
+        empty_pass = self._batches_in_epoch == 0
+        self._epoch += 1
+        self._batches_in_epoch = 0
+        self._iterator = self._begin_pass()
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            self._iterator = None
+            what = "two consecutive passes" if empty_pass else "a whole new epoch"
+            raise RuntimeError(
+                f"DataIterator(repeat=True): the loader yielded no batch for {what}; "
+                "check that the dataset is not empty and global_batch_size <= its size "
+                "when drop_remainder=True."
+            ) from None
+
+    def _begin_pass(self) -> Iterator[Any]:
+        skip = self._batches_in_epoch
+        if self._sampler is not None:
+            self._sampler.set_epoch(self._epoch)
+            if skip:
+                # Resume without loading: the sampler drops the consumed samples.
+                self._sampler.set_start(min(skip * self._batch_size, len(self._sampler)))
+            return iter(self.loader)
+        self._set_epoch_if_possible()
+        iterator = iter(self.loader)
+        for _ in range(skip):
+            try:
+                next(iterator)
+            except StopIteration:
+                break
+        return iterator
+
+    def _set_epoch_if_possible(self) -> None:
+        for owner in (self.loader, getattr(self.loader, "sampler", None)):
+            set_epoch = getattr(owner, "set_epoch", None)
+            if callable(set_epoch):
+                set_epoch(self._epoch)
+                return
+
+    def reset(self) -> None:
+        """Starts a fresh pass over the current epoch at its first batch."""
+        self._iterator = None
+        self._exhausted = False
+        self._batches_in_epoch = 0
+
+    def state_dict(self) -> dict[str, int]:
+        """Returns `{"epoch": e, "batches_in_epoch": k}`."""
+        return {"epoch": self._epoch, "batches_in_epoch": self._batches_in_epoch}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        """Makes the next batch the `k+1`-th batch of epoch `e`.
+
+        Args:
+            state_dict: `{"epoch": e, "batches_in_epoch": k}` from `state_dict()`.
+
+        Raises:
+            KeyError: If a key is missing.
+            ValueError: If a value is negative.
+        """
+        for key in ("epoch", "batches_in_epoch"):
+            if key not in state_dict:
+                raise KeyError(
+                    f"DataIterator state is missing {key!r}; expected keys "
+                    f"['batches_in_epoch', 'epoch'], got {sorted(state_dict)}."
+                )
+            if int(state_dict[key]) < 0:
+                raise ValueError(f"DataIterator state {key} must be >= 0, got {state_dict[key]}.")
+        self._epoch = int(state_dict["epoch"])
+        self._batches_in_epoch = int(state_dict["batches_in_epoch"])
+        self._iterator = None
+        self._exhausted = False
+        if self._sampler is None and self._batches_in_epoch:
+            logger.warning(
+                "DataIterator: %s has no ResumableSampler with an integer batch_size; resuming "
+                "by replaying %d batches of epoch %d, which is exact only if it repeats the "
+                "same order.",
+                type(self.loader).__name__,
+                self._batches_in_epoch,
+                self._epoch,
+            )

@@ -1,0 +1,48 @@
+"""Optimisation: LR schedules, the optimizer factory, loss scaling and weight EMA.
+
+Model Garden's ``official/modeling/optimization`` on PyTorch. Configs become objects
+through :func:`build_learning_rate` and :func:`build_optimizer`; everything else takes
+built objects.
+"""
+
+from torchgarden.optim.clipping import add_gradient_clipping
+from torchgarden.optim.ema import ExponentialMovingAverage
+from torchgarden.optim.factory import (
+    build_optimizer,
+    get_learning_rate,
+    register_optimizer,
+    set_learning_rate,
+)
+from torchgarden.optim.learning_rate import build_learning_rate
+from torchgarden.optim.loss_scale import LossScaleOptimizer
+from torchgarden.optim.schedules import (
+    ConstantSchedule,
+    CosineDecay,
+    ExponentialDecay,
+    LearningRateSchedule,
+    LinearWarmup,
+    PiecewiseConstantDecay,
+    PolynomialDecay,
+    PolynomialWarmup,
+    PowerDecay,
+)
+
+__all__ = [
+    "ConstantSchedule",
+    "CosineDecay",
+    "ExponentialDecay",
+    "ExponentialMovingAverage",
+    "LearningRateSchedule",
+    "LinearWarmup",
+    "LossScaleOptimizer",
+    "PiecewiseConstantDecay",
+    "PolynomialDecay",
+    "PolynomialWarmup",
+    "PowerDecay",
+    "add_gradient_clipping",
+    "build_learning_rate",
+    "build_optimizer",
+    "get_learning_rate",
+    "register_optimizer",
+    "set_learning_rate",
+]

@@ -1,0 +1,106 @@
+"""Keras-style gradient clipping that runs inside ``optimizer.step()``.
+
+Keras optimizers clip in ``apply_gradients`` when built with ``clipnorm``,
+``clipvalue`` or ``global_clipnorm``. Here the same three options become step
+pre-hooks on a ``torch.optim.Optimizer``: they run at the start of ``step()``, so they
+see the true (unscaled) gradients when a :class:`~torchgarden.optim.LossScaleOptimizer`
+has unscaled them, and a custom ``train_step`` needs no extra call. An option left at
+None registers nothing and costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.hooks import RemovableHandle
+
+__all__ = ["add_gradient_clipping"]
+
+
+def _trainable(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def _check_positive(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"Gradient clipping `{name}` must be > 0 or None, got {value!r}.")
+
+
+def add_gradient_clipping(
+    optimizer: torch.optim.Optimizer,
+    *,
+    clipnorm: float | None = None,
+    clipvalue: float | None = None,
+    global_clipnorm: float | None = None,
+) -> list[RemovableHandle]:
+    """Makes ``optimizer.step()`` clip gradients first, like a Keras optimizer.
+
+    The order is: per-parameter norm (``clipnorm``) or global norm (``global_clipnorm``),
+    then value clipping (``clipvalue``). None of the clips synchronizes with the device:
+    non-finite norms are not checked (``error_if_nonfinite=False``).
+
+    Args:
+        optimizer: The optimizer whose ``step()`` should clip. Parameters added later
+            with ``add_param_group`` are not clipped.
+        clipnorm: Clip each gradient tensor to this L2 norm on its own:
+            ``g * clipnorm / max(norm(g), clipnorm)``. Defaults to None (off).
+        clipvalue: Clamp every gradient element to ``[-clipvalue, clipvalue]``.
+            Defaults to None (off).
+        global_clipnorm: Scale all gradients so their joint L2 norm is at most this
+            (``torch.nn.utils.clip_grad_norm_``). Defaults to None (off).
+
+    Returns:
+        The hook handles; ``handle.remove()`` turns a clip off again.
+
+    Raises:
+        ValueError: If a value is not positive, or both ``clipnorm`` and
+            ``global_clipnorm`` are set (Keras rejects that too).
+    """
+    for name, value in (
+        ("clipnorm", clipnorm),
+        ("clipvalue", clipvalue),
+        ("global_clipnorm", global_clipnorm),
+    ):
+        _check_positive(name, value)
+    if clipnorm is not None and global_clipnorm is not None:
+        raise ValueError(
+            f"Set only one of clipnorm ({clipnorm}) and global_clipnorm ({global_clipnorm}); "
+            "use global_clipnorm to bound the norm of all gradients together."
+        )
+    params = _trainable(optimizer)
+    handles = []
+
+    if global_clipnorm is not None:
+        max_norm = float(global_clipnorm)
+
+        def clip_global_norm(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True, error_if_nonfinite=False)
+
+        handles.append(optimizer.register_step_pre_hook(clip_global_norm))
+
+    if clipnorm is not None:
+        limit = float(clipnorm)
+
+        def clip_each_norm(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            grads = [p.grad for p in params if p.grad is not None]
+            if not grads:
+                return
+            with torch.no_grad():
+                # factor = limit / max(norm, limit): exactly 1.0 for small gradients.
+                factors = torch._foreach_norm(grads)
+                torch._foreach_clamp_min_(factors, limit)
+                torch._foreach_reciprocal_(factors)
+                torch._foreach_mul_(factors, limit)
+                torch._foreach_mul_(grads, factors)
+
+        handles.append(optimizer.register_step_pre_hook(clip_each_norm))
+
+    if clipvalue is not None:
+        bound = float(clipvalue)
+
+        def clip_value(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            torch.nn.utils.clip_grad_value_(params, bound, foreach=True)
+
+        handles.append(optimizer.register_step_pre_hook(clip_value))
+    return handles
