@@ -1,0 +1,73 @@
+"""Typed experiment configs: dataclasses with strict overrides, YAML round trip, validation.
+
+This package imports only the standard library and PyYAML (never torch), so the
+CLI's `--help` and `config` commands stay fast.
+"""
+
+from torchgarden.config.base import MISSING, Config, diff
+from torchgarden.config.definitions import (
+    DataConfig,
+    ExperimentConfig,
+    RuntimeConfig,
+    TaskConfig,
+    TrainerConfig,
+)
+from torchgarden.config.errors import ConfigError
+from torchgarden.config.oneof import OneOfConfig
+from torchgarden.config.optimization import (
+    AdagradConfig,
+    AdamConfig,
+    AdamWConfig,
+    BaseOptimizerConfig,
+    ConstantLrConfig,
+    CosineLrConfig,
+    EMAConfig,
+    ExponentialLrConfig,
+    LinearWarmupConfig,
+    LrConfig,
+    OptimizationConfig,
+    OptimizerConfig,
+    PolynomialLrConfig,
+    PolynomialWarmupConfig,
+    PowerLrConfig,
+    RMSpropConfig,
+    SGDConfig,
+    StepwiseLrConfig,
+    WarmupConfig,
+)
+from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
+
+__all__ = [
+    "MISSING",
+    "AdagradConfig",
+    "AdamConfig",
+    "AdamWConfig",
+    "BaseOptimizerConfig",
+    "Config",
+    "ConfigError",
+    "ConstantLrConfig",
+    "CosineLrConfig",
+    "DataConfig",
+    "EMAConfig",
+    "ExperimentConfig",
+    "ExponentialLrConfig",
+    "LinearWarmupConfig",
+    "LrConfig",
+    "OneOfConfig",
+    "OptimizationConfig",
+    "OptimizerConfig",
+    "PolynomialLrConfig",
+    "PolynomialWarmupConfig",
+    "PowerLrConfig",
+    "RMSpropConfig",
+    "RuntimeConfig",
+    "SGDConfig",
+    "StepwiseLrConfig",
+    "TaskConfig",
+    "TrainerConfig",
+    "WarmupConfig",
+    "diff",
+    "dump_yaml",
+    "load_yaml_file",
+    "parse_override",
+]

@@ -1,0 +1,79 @@
+"""The table of every `Config` class, used to round-trip subclass instances.
+
+Each `Config` subclass is recorded under `module.QualName` when it is defined.
+`as_dict` writes that name under the reserved key `_type` when a field holds an
+instance of a strict subclass of its annotated class, and `override` looks the
+name up here. Nothing named by a config is ever imported: an unknown name is an
+error that asks the user to import the defining module themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchgarden.config.errors import ConfigError, did_you_mean
+
+TYPE_KEY = "_type"
+"""Reserved mapping key naming the Config class of that mapping."""
+
+_REGISTRY: dict[str, type] = {}
+_ROOT: list[type] = []
+
+
+def key_of(cls: type) -> str:
+    """Returns the registry name of a config class: `module.QualName`."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def register(cls: type) -> None:
+    """Records `cls` under `key_of(cls)`; a redefinition replaces the entry."""
+    _REGISTRY[key_of(cls)] = cls
+
+
+def set_root(cls: type) -> None:
+    """Records the base class of all configs (called once by `base.py`)."""
+    _ROOT[:] = [cls]
+    register(cls)
+
+
+def root() -> type:
+    """Returns the base class of all configs."""
+    return _ROOT[0]
+
+
+def is_config_class(tp: Any) -> bool:
+    """Returns whether `tp` is the config base class or a subclass of it."""
+    return isinstance(tp, type) and bool(_ROOT) and issubclass(tp, _ROOT[0])
+
+
+def simple_names() -> dict[str, type]:
+    """Returns registered classes by bare class name (for resolving local annotations)."""
+    return {cls.__name__: cls for cls in _REGISTRY.values()}
+
+
+def lookup(name: Any, *, path: str) -> type:
+    """Returns the registered config class called `name`.
+
+    Args:
+        name: A `module.QualName` string from a `_type` key.
+        path: The dotted key of the `_type` entry, for the error message.
+
+    Raises:
+        ConfigError: If `name` is not a string or no such class was imported.
+    """
+    if not isinstance(name, str):
+        raise ConfigError(
+            f"{path} expects a class name 'module.Class', received {name!r} "
+            f"({type(name).__name__})",
+            key=path,
+        )
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        module = name.rpartition(".")[0] or name
+        raise ConfigError(
+            f"{path}: config class {name!r} is not imported; import the module that "
+            f"defines it first (command line: --import {module})"
+            f"{did_you_mean(name, _REGISTRY)}",
+            key=path,
+        )
+    return cls

@@ -1,0 +1,388 @@
+"""Field annotations of config classes: resolving, printing and checking values.
+
+`coerce(value, annotation)` is the single place where a value given to a config
+(by an override, a YAML file or an attribute assignment) is checked against the
+field's annotation and converted: int -> float, a numeric string -> float,
+tuple -> list, a mapping -> a sub-config. Everything else that does not fit is a
+`ConfigError` naming the dotted key, the annotation and the received value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import sys
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin
+
+from torchgarden.config import _classes
+from torchgarden.config._classes import TYPE_KEY
+from torchgarden.config.errors import ConfigError, did_you_mean
+
+__all__ = ["FieldSpec", "coerce", "config_classes_in", "element_type", "field_spec", "format_type"]
+
+NoneType = type(None)
+_UNIONS = (Union, types.UnionType)
+_SCALARS = (bool, int, float, str)
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldSpec:
+    """The fields of one config class in definition order with resolved annotations."""
+
+    names: tuple[str, ...]
+    types: dict[str, Any]
+
+
+_SPECS: dict[type, FieldSpec] = {}
+
+
+def field_spec(cls: type) -> FieldSpec:
+    """Returns the (cached) field names and resolved annotations of a config class.
+
+    Raises:
+        ConfigError: If a class in the hierarchy declares fields without being a
+            dataclass, or an annotation names a class that cannot be found.
+    """
+    spec = _SPECS.get(cls)
+    if spec is None:
+        spec = _build_spec(cls)
+        _SPECS[cls] = spec
+    return spec
+
+
+def _build_spec(cls: type) -> FieldSpec:
+    for klass in cls.__mro__:
+        if not _classes.is_config_class(klass) or "__dataclass_fields__" in klass.__dict__:
+            continue
+        own = klass.__dict__.get("__annotations__", {})
+        if any(not _is_classvar(annotation) for annotation in own.values()):
+            raise ConfigError(
+                f"{klass.__qualname__} declares fields but is not a dataclass; "
+                "decorate it with @dataclasses.dataclass"
+            )
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - fall back to resolving field by field
+        hints = {}
+    resolved = {name: hints[name] if name in hints else _resolve_one(cls, name) for name in names}
+    return FieldSpec(names=names, types=resolved)
+
+
+def _is_classvar(annotation: Any) -> bool:
+    if isinstance(annotation, str):
+        return annotation.startswith(("ClassVar", "typing.ClassVar"))
+    return annotation is ClassVar or get_origin(annotation) is ClassVar
+
+
+def _resolve_one(cls: type, name: str) -> Any:
+    """Resolves one annotation, also finding config classes defined in functions."""
+    for klass in cls.__mro__:
+        annotation = klass.__dict__.get("__annotations__", {}).get(name)
+        if annotation is None:
+            continue
+        if not isinstance(annotation, str):
+            return annotation
+        module = sys.modules.get(klass.__module__)
+        namespace = {**_classes.simple_names(), **vars(typing), "Any": Any}
+        try:
+            return eval(annotation, dict(vars(module)) if module else {}, namespace)  # noqa: S307
+        except Exception as error:  # noqa: BLE001 - reported as a ConfigError
+            raise ConfigError(
+                f"cannot resolve the annotation {annotation!r} of {cls.__qualname__}.{name} "
+                f"({error}); define the classes it names at module level"
+            ) from None
+    return Any
+
+
+def format_type(tp: Any) -> str:
+    """Returns an annotation as a user would write it: `int`, `float | None`, `list[int]`."""
+    if tp is Any:
+        return "Any"
+    if tp is NoneType or tp is None:
+        return "None"
+    origin = get_origin(tp)
+    args = get_args(tp)
+    if origin in _UNIONS:
+        parts = [format_type(arg) for arg in args if arg is not NoneType]
+        return " | ".join(parts + (["None"] if NoneType in args else []))
+    if origin is Literal:
+        return f"one of {', '.join(repr(arg) for arg in args)}"
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin))
+        if not args:
+            return name
+        return f"{name}[{', '.join('...' if a is Ellipsis else format_type(a) for a in args)}]"
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def show(value: Any) -> str:
+    """Returns `repr(value) (type)` for error messages, shortened to one line."""
+    if _classes.is_config_class(type(value)):
+        return f"a {type(value).__name__}"
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
+    return ConfigError(f"{path} expects {format_type(tp)}, received {show(value)}{hint}", key=path)
+
+
+def config_classes_in(tp: Any) -> tuple[type, ...]:
+    """Returns the config classes an annotation names directly (`X`, `X | None`)."""
+    members = get_args(tp) if get_origin(tp) in _UNIONS else (tp,)
+    return tuple(member for member in members if _classes.is_config_class(member))
+
+
+def element_type(tp: Any, index: int | str | None = None) -> Any:
+    """Returns the annotation of one item of a list, tuple or dict annotation (else Any)."""
+    members = (
+        [arg for arg in get_args(tp) if arg is not NoneType] if get_origin(tp) in _UNIONS else [tp]
+    )
+    for member in members:
+        origin = get_origin(member)
+        args = get_args(member)
+        if origin is list and args:
+            return args[0]
+        if origin is tuple and args:
+            if len(args) == 2 and args[1] is Ellipsis:
+                return args[0]
+            return args[index] if isinstance(index, int) and index < len(args) else Any
+        if origin is dict and len(args) == 2:
+            return args[1]
+    return Any
+
+
+def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool = True) -> Any:
+    """Checks `value` against the annotation `tp` and returns the value to store.
+
+    Args:
+        value: The received value (from YAML, an override or an assignment).
+        tp: The resolved annotation of the field.
+        path: Dotted key of the field, used in error messages.
+        current: The field's present value. A mapping merges into a present
+            sub-config or dict; None builds a new one from defaults. Defaults to None.
+        strict: Whether unknown keys inside sub-configs are errors. Defaults to True.
+
+    Returns:
+        The converted value (a new list/dict/sub-config, or `current` merged in place).
+
+    Raises:
+        ConfigError: If the value does not fit the annotation.
+    """
+    if tp is Any or tp is object:
+        return _coerce_any(value, path, current, strict)
+    origin = get_origin(tp)
+    if origin in _UNIONS:
+        return _coerce_union(value, tp, path, current, strict)
+    if tp is NoneType or tp is None:
+        if value is None:
+            return None
+        raise _mismatch(value, tp, path)
+    if _classes.is_config_class(tp):
+        return _coerce_config(value, tp, path, current, strict)
+    if origin is Literal:
+        choices = get_args(tp)
+        if any(type(value) is type(choice) and value == choice for choice in choices):
+            return value
+        names = [c for c in choices if isinstance(c, str)]
+        raise _mismatch(
+            value, tp, path, did_you_mean(value, names) if isinstance(value, str) else ""
+        )
+    if tp in (list, tuple) or origin in (list, tuple, Sequence):
+        return _coerce_sequence(value, tp, path, current, strict)
+    if tp is dict or origin in (dict, Mapping):
+        return _coerce_mapping(value, tp, path, current, strict)
+    return _coerce_scalar(value, tp, path)
+
+
+def _coerce_scalar(value: Any, tp: Any, path: str) -> Any:
+    if tp is bool:
+        if type(value) is bool:
+            return value
+        raise _mismatch(value, tp, path, "; write true or false")
+    if tp is int:
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)
+        raise _mismatch(value, tp, path)
+    if tp is float:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise _mismatch(value, tp, path)
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise _mismatch(value, tp, path, "; quote it to pass a string")
+    if isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        raise _mismatch(value, tp, path)
+    return value  # an annotation form this module does not check (e.g. a TypeVar)
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Whether `value` matches `tp` without any conversion (first pass over a union)."""
+    if tp is Any or tp is object:
+        return True
+    if _classes.is_config_class(tp):
+        return isinstance(value, tp | Mapping)
+    origin = get_origin(tp) or tp
+    if tp is bool:
+        return type(value) is bool
+    if tp is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if origin is Literal:
+        return value in get_args(tp)
+    if origin in (list, tuple, Sequence):
+        return isinstance(value, list | tuple)
+    if origin in (dict, Mapping):
+        return isinstance(value, Mapping)
+    return isinstance(origin, type) and isinstance(value, origin)
+
+
+def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:
+    args = get_args(tp)
+    if value is None:
+        if NoneType in args:
+            return None
+        raise _mismatch(value, tp, path)
+    members = [arg for arg in args if arg is not NoneType]
+    for member in members:
+        if _fits(value, member):
+            return _retyped(value, member, tp, path, current, strict)
+    for member in members:
+        try:
+            return coerce(value, member, path=path, current=current, strict=strict)
+        except ConfigError as error:
+            if error.key != path:
+                raise
+    raise _mismatch(value, tp, path)
+
+
+def _retyped(value: Any, member: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:
+    """Coerces to one union member, reporting a mismatch at `path` against the whole union."""
+    try:
+        return coerce(value, member, path=path, current=current, strict=strict)
+    except ConfigError as error:
+        if error.key == path and "expects" in str(error) and not _classes.is_config_class(member):
+            raise _mismatch(value, tp, path) from None
+        raise
+
+
+def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) -> Any:
+    if isinstance(value, _classes.root()):
+        if isinstance(value, tp):
+            return value
+        raise _mismatch(value, tp, path)
+    if not isinstance(value, Mapping):
+        raise _mismatch(value, tp, path, f"; give a mapping of {tp.__name__} fields")
+    data = dict(value)
+    cls = tp
+    if TYPE_KEY in data:
+        type_path = f"{path}.{TYPE_KEY}" if path else TYPE_KEY
+        cls = _classes.lookup(data.pop(TYPE_KEY), path=type_path)
+        if not issubclass(cls, tp):
+            raise ConfigError(
+                f"{type_path}: {cls.__name__} is not a subclass of {tp.__name__}", key=type_path
+            )
+        if type(current) is not cls:
+            current = None
+    if current is None or not isinstance(current, cls):
+        current = build(cls, path=path, has_data=bool(data))
+    current._apply(data, strict=strict, prefix=path)
+    return current
+
+
+def build(cls: type, *, path: str, has_data: bool = True) -> Any:
+    """Returns `cls()` built from defaults, or a ConfigError saying why it cannot be."""
+    if cls is _classes.root() and has_data:
+        raise ConfigError(
+            f"{path or cls.__name__}: the field is annotated with the generic Config; annotate "
+            f"it with a concrete Config subclass or add '{TYPE_KEY}: module.Class' to the mapping",
+            key=path,
+        )
+    try:
+        return cls()
+    except TypeError as error:
+        raise ConfigError(
+            f"{path or cls.__name__}: cannot build {cls.__name__} from defaults ({error}); "
+            "give every field a default"
+        ) from None
+
+
+def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:
+    if not isinstance(value, list | tuple):
+        hint = "; wrap it in brackets: [...]" if isinstance(value, _SCALARS) else ""
+        raise _mismatch(value, tp, path, hint)
+    args = get_args(tp)
+    container = tuple if tp is tuple or get_origin(tp) is tuple else list
+    if container is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        if len(value) != len(args):
+            raise _mismatch(value, tp, path, f"; expected {len(args)} items, got {len(value)}")
+        return tuple(coerce(v, a, path=f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    item_type = args[0] if args else Any
+    same_length = isinstance(current, list | tuple) and len(current) == len(value)
+    return container(
+        coerce(
+            item,
+            item_type,
+            path=f"{path}[{i}]",
+            current=current[i] if same_length else None,
+            strict=strict,
+        )
+        for i, item in enumerate(value)
+    )
+
+
+def _coerce_mapping(value: Any, tp: Any, path: str, current: Any, strict: bool) -> dict:
+    if not isinstance(value, Mapping):
+        raise _mismatch(value, tp, path)
+    args = get_args(tp)
+    key_type, item_type = args if len(args) == 2 else (Any, Any)
+    result = dict(current) if isinstance(current, dict) else {}
+    for key, item in value.items():
+        if key_type is not Any:
+            key = coerce(key, key_type, path=f"{path} key")
+        result[key] = coerce(
+            item, item_type, path=f"{path}.{key}", current=result.get(key), strict=strict
+        )
+    return result
+
+
+def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
+    """Accepts anything YAML can hold (and configs); mappings merge into a present dict."""
+    if value is None or type(value) in _SCALARS:
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, _classes.root()):
+        return value
+    if isinstance(value, Mapping):
+        if TYPE_KEY in value:
+            present = current if _classes.is_config_class(type(current)) else None
+            return _coerce_config(value, _classes.root(), path, present, strict)
+        result = dict(current) if isinstance(current, dict) else {}
+        for key, item in value.items():
+            result[key] = _coerce_any(item, f"{path}.{key}", result.get(key), strict)
+        return result
+    if isinstance(value, list | tuple):
+        return [_coerce_any(item, f"{path}[{i}]", None, strict) for i, item in enumerate(value)]
+    raise ConfigError(
+        f"{path} expects a YAML value (None, bool, int, float, str, list or mapping), "
+        f"received {show(value)}",
+        key=path,
+    )

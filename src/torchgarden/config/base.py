@@ -1,0 +1,414 @@
+"""`Config`: the typed, lockable, YAML round-tripping base of every config.
+
+Subclasses are dataclasses with a docstring under each field::
+
+    @dataclasses.dataclass
+    class MyTaskConfig(TaskConfig):
+        num_classes: int = 10
+        \"\"\"Number of output classes.\"\"\"
+
+    cfg = MyTaskConfig().override("num_classes=5,train_data.global_batch_size=64")
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from torchgarden.config import _classes
+from torchgarden.config._classes import TYPE_KEY, key_of
+from torchgarden.config._types import (
+    build,
+    coerce,
+    config_classes_in,
+    element_type,
+    field_spec,
+    show,
+)
+from torchgarden.config.diff import MISSING, diff
+from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
+from torchgarden.config.restrictions import check_restriction
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = ["MISSING", "Config", "diff"]
+
+
+_ABSENT = object()
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+@dataclasses.dataclass
+class Config:
+    """Base class of all configs: typed fields, strict overrides, lock, YAML round trip.
+
+    Every subclass must be a `@dataclasses.dataclass` whose fields all have
+    defaults. Assigning a value checks it against the field's annotation;
+    assigning a name that is not a field is an error at any time.
+
+    Class attributes:
+        RESTRICTIONS: Relations such as `'trainer.train_steps > 0'` checked by
+            `validate()`, with keys relative to this config. Defaults to [].
+
+    Example:
+        >>> @dataclasses.dataclass
+        ... class Opt(Config):
+        ...     lr: float = 0.1
+        >>> Opt().override({"lr": 1}).lr
+        1.0
+    """
+
+    RESTRICTIONS: ClassVar[list[str]] = []
+    _path_prefix: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _classes.register(cls)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        field_spec(cls)  # cached; reports a subclass that forgot @dataclass
+        return super().__new__(cls)
+
+    # ----------------------------------------------------------------- attributes
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):  # private state, not part of the config
+            object.__setattr__(self, name, value)
+            return
+        spec = field_spec(type(self))
+        if name not in spec.types:
+            raise ConfigError(
+                f"{type(self).__name__} has no field {name!r}"
+                f"{did_you_mean(name, spec.names) or '; fields: ' + ', '.join(spec.names)}",
+                key=name,
+            )
+        if self.__dict__.get("_locked", False):
+            raise ConfigError(
+                f"{type(self).__name__} is locked; cannot set {name!r}. "
+                "Use .replace(...) to get an unlocked modified copy"
+            )
+        path = f"{type(self).__name__}.{name}"
+        object.__setattr__(self, name, self._convert(name, value, path=path, current=None))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        names = [f.name for f in dataclasses.fields(self)]
+        raise AttributeError(
+            f"{type(self).__name__} has no field {name!r}{did_you_mean(name, names)}"
+        )
+
+    def _convert(
+        self, name: str, value: Any, *, path: str, current: Any, strict: bool = True
+    ) -> Any:
+        value = coerce(
+            value, field_spec(type(self)).types[name], path=path, current=current, strict=strict
+        )
+        self._check_field(name, value, path)
+        return value
+
+    def _check_field(self, name: str, value: Any, path: str) -> None:
+        """Hook for checks on a single value at assignment time; the default accepts all."""
+
+    @property
+    def locked(self) -> bool:
+        """Whether `lock()` was called on this config."""
+        return self.__dict__.get("_locked", False)
+
+    # ------------------------------------------------------------------ overrides
+    def override(self, overrides: Mapping[str, Any] | str | Config, *, strict: bool = True) -> Self:
+        """Merges `overrides` into this config in place and returns it.
+
+        A mapping value for a sub-config field merges into it; `_type` in such a
+        mapping switches the field to that (imported) subclass. Dotted keys
+        (`{"trainer.train_steps": 5}`) nest. If any key or value is wrong nothing
+        is changed.
+
+        Args:
+            overrides: A mapping, a `Config`, or a string parsed by `parse_override`
+                (`'a.b=1,c=[1,2]'`, YAML/JSON text, or a YAML file path).
+            strict: Whether an unknown key is an error. With False, unknown keys
+                are skipped. Defaults to True.
+
+        Returns:
+            self.
+
+        Raises:
+            ConfigError: On an unknown key (naming the dotted key and the closest
+                valid one), a wrong type, or a locked config.
+        """
+        if isinstance(overrides, str):
+            data: Any = parse_override(overrides)
+        elif isinstance(overrides, Config):
+            data = overrides.as_dict()
+        elif isinstance(overrides, Mapping):
+            data = overrides
+        else:
+            raise ConfigError(
+                f"override expects a mapping, a string or a Config, received {show(overrides)}"
+            )
+        trial = copy.deepcopy(self)  # dry run first so a bad override changes nothing
+        trial._apply(data, strict=strict, prefix="")
+        self._apply(data, strict=strict, prefix="")
+        return self
+
+    def _apply(self, data: Mapping[str, Any], *, strict: bool, prefix: str) -> None:
+        """Merges a mapping into this config (no dry run); `prefix` is this config's key."""
+        if self.locked:
+            raise ConfigError(
+                f"{prefix or type(self).__name__} is locked; no change is allowed. "
+                "Use .replace(...) to get an unlocked modified copy"
+            )
+        spec = field_spec(type(self))
+        data = _nest_dotted(data, spec.types, prefix)
+        type_name = data.pop(TYPE_KEY, None)
+        if type_name is not None and type_name != key_of(type(self)):
+            raise ConfigError(
+                f"{_join(prefix, TYPE_KEY)}: cannot turn a {type(self).__name__} into "
+                f"{type_name!r} in place; build it with {type_name.rpartition('.')[2]}.from_dict",
+                key=_join(prefix, TYPE_KEY),
+            )
+        for key, value in data.items():
+            path = _join(prefix, str(key))
+            if key not in spec.types:
+                if strict:
+                    raise _unknown_key(str(key), spec.names, prefix, type(self))
+                continue
+            new = self._convert(key, value, path=path, current=getattr(self, key), strict=strict)
+            object.__setattr__(self, key, new)
+
+    # --------------------------------------------------------------- copy & lock
+    def lock(self) -> Self:
+        """Makes this config and every sub-config immutable; returns self."""
+        for child in self._children():
+            child.lock()
+        object.__setattr__(self, "_locked", True)
+        return self
+
+    def copy(self) -> Self:
+        """Returns an unlocked deep copy."""
+        clone = copy.deepcopy(self)
+        clone._unlock()
+        return clone
+
+    def replace(self, **kwargs: Any) -> Self:
+        """Returns an unlocked deep copy with `kwargs` applied as a strict override.
+
+        Example:
+            >>> short = cfg.replace(trainer={"train_steps": 10})  # doctest: +SKIP
+        """
+        clone = self.copy()
+        clone.override(kwargs, strict=True)
+        return clone
+
+    def _unlock(self) -> None:
+        object.__setattr__(self, "_locked", False)
+        for child in self._children():
+            child._unlock()
+
+    def _children(self) -> Iterator[Config]:
+        for name in field_spec(type(self)).names:
+            yield from _configs_in(getattr(self, name))
+
+    # ---------------------------------------------------------------- validation
+    def validate(self) -> Self:
+        """Checks `RESTRICTIONS` and each config's `check()`, recursively; returns self.
+
+        Raises:
+            ConfigError: On the first violated restriction or failed check.
+        """
+        self._validate(prefix="")
+        return self
+
+    def _validate(self, prefix: str) -> None:
+        for text in type(self).RESTRICTIONS:
+            check_restriction(self, text, prefix=prefix)
+        object.__setattr__(self, "_path_prefix", prefix)
+        self.check()
+        for name in field_spec(type(self)).names:
+            _validate_value(getattr(self, name), _join(prefix, name))
+
+    def check(self) -> None:
+        """Hook: raise `ConfigError` for invalid values. The default accepts all.
+
+        Use `self.field_path(name)` to name a field by its full dotted key.
+        """
+
+    def field_path(self, name: str) -> str:
+        """Returns the dotted key of field `name` as seen from the config being validated."""
+        return _join(self._path_prefix, name)
+
+    # ------------------------------------------------------------------- export
+    def as_dict(self, *, include_type: bool = True) -> dict[str, Any]:
+        """Returns a deep, plain-`dict` copy in field order (lists stay lists).
+
+        Args:
+            include_type: Whether to write `_type: module.Class` into the mapping
+                of a field whose value is a strict subclass of its annotated
+                class, so that `from_dict` rebuilds the same class. Defaults to True.
+        """
+        types = field_spec(type(self)).types
+        return {
+            name: _export(getattr(self, name), types[name], include_type)
+            for name in self._export_names()
+        }
+
+    def _export_names(self) -> list[str]:
+        return list(field_spec(type(self)).names)
+
+    def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Returns the config as YAML and writes it to `path` (atomically) if given.
+
+        Args:
+            path: File to write; parent directories are created. Defaults to None.
+        """
+        text = dump_yaml(self.as_dict())
+        if path is not None:
+            _write_atomic(Path(path), text)
+        return text
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Builds `cls()` from defaults, then applies `data` as a strict override.
+
+        A top-level `_type` naming a subclass of `cls` builds that subclass.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{cls.__name__}.from_dict expects a mapping, received {show(data)}")
+        data = dict(data)
+        target: type = cls
+        if TYPE_KEY in data:
+            target = _classes.lookup(data.pop(TYPE_KEY), path=TYPE_KEY)
+            if not issubclass(target, cls):
+                raise ConfigError(
+                    f"{TYPE_KEY}: {target.__name__} is not a subclass of {cls.__name__}"
+                )
+        config = build(target, path="")
+        config._apply(data, strict=True, prefix="")
+        return config
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str]) -> Self:
+        """Reads a YAML file written by `to_yaml` (or by hand) into a new config."""
+        return cls.from_dict(load_yaml_file(path))
+
+    # ------------------------------------------------------------- dotted access
+    def __getitem__(self, key: str) -> Any:
+        """Returns the value at a dotted key such as `"trainer.train_steps"`."""
+        node: Any = self
+        walked = ""
+        for part in key.split("."):
+            if isinstance(node, Config):
+                names = field_spec(type(node)).names
+                if part not in names:
+                    raise ConfigError(
+                        f"unknown key {_join(walked, part)!r}"
+                        f"{did_you_mean(part, names, prefix=walked + '.' if walked else '')}",
+                        key=_join(walked, part),
+                    )
+                node = getattr(node, part)
+            elif isinstance(node, Mapping) and part in node:
+                node = node[part]
+            else:
+                raise ConfigError(f"unknown key {_join(walked, part)!r}", key=_join(walked, part))
+            walked = _join(walked, part)
+        return node
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Returns the value at a dotted key, or `default` if there is none."""
+        try:
+            return self[key]
+        except ConfigError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key, _ABSENT) is not _ABSENT
+
+
+_classes.set_root(Config)
+
+
+def _unknown_key(key: str, names: tuple[str, ...], prefix: str, cls: type) -> ConfigError:
+    path = _join(prefix, key)
+    hint = did_you_mean(key, names, prefix=prefix + "." if prefix else "")
+    if not hint:
+        hint = f"; valid keys of {prefix or cls.__name__}: {', '.join(names)}"
+    return ConfigError(f"unknown key {path!r}{hint}", key=path)
+
+
+def _nest_dotted(data: Mapping[str, Any], fields: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Turns `{"a.b": 1}` into `{"a": {"b": 1}}` for keys that are not fields themselves."""
+    result: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise ConfigError(
+                f"keys must be strings, received {show(key)} under {prefix or 'the top level'}"
+            )
+        head, dot, rest = key.partition(".")
+        if not dot or key in fields:
+            result[key] = value
+            continue
+        present = result.get(head, {})
+        if not isinstance(present, Mapping):
+            raise ConfigError(f"key {_join(prefix, key)!r} conflicts with {_join(prefix, head)!r}")
+        result[head] = {**present, rest: value}
+    return result
+
+
+def _configs_in(value: Any) -> Iterator[Config]:
+    if isinstance(value, Config):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _configs_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _configs_in(item)
+
+
+def _validate_value(value: Any, path: str) -> None:
+    if isinstance(value, Config):
+        value._validate(path)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _validate_value(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _validate_value(item, f"{path}.{key}")
+
+
+def _export(value: Any, tp: Any, include_type: bool) -> Any:
+    if isinstance(value, Config):
+        data = value.as_dict(include_type=include_type)
+        if include_type and type(value) not in config_classes_in(tp):
+            data = {TYPE_KEY: key_of(type(value)), **data}
+        return data
+    if isinstance(value, list | tuple):
+        return [_export(item, element_type(tp, i), include_type) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return {
+            key: _export(item, element_type(tp, key), include_type) for key, item in value.items()
+        }
+    return value
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,265 @@
+"""Override strings and YAML files: `parse_override`, `load_yaml_file`, `dump_yaml`.
+
+An override string is, in order of attempts:
+
+1. comma-separated `key=value` pairs: `trainer.train_steps=100,task.name='a, b'`
+   (dotted keys nest; values are ints, floats such as `1e-4`, `true`/`false`,
+   `null`/`None`, quoted or bare strings, or one-level `[...]` lists);
+2. YAML or JSON text holding a mapping: `{trainer: {train_steps: 100}}`;
+3. the path of a YAML file holding a mapping.
+
+All YAML is read with a safe loader that also reads `1e-4` (no dot) as a float.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from torchgarden.config.errors import ConfigError
+
+__all__ = ["dump_yaml", "load_yaml_file", "parse_override"]
+
+# PyYAML follows YAML 1.1, where `1e-4` (no dot, no sign) is a string.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Safe loader whose float resolver also matches `1e-4`."""
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Safe dumper: block style, lists of scalars in flow style, `1e-4` strings quoted."""
+
+
+for _yaml_class in (_Loader, _Dumper):
+    _yaml_class.add_implicit_resolver(_FLOAT_TAG, _EXPONENT_FLOAT, list("-+0123456789."))
+
+
+def _represent_sequence(dumper: Any, data: Any) -> Any:
+    flow = all(not isinstance(item, list | tuple | dict) for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", list(data), flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_sequence)
+_Dumper.add_representer(tuple, _represent_sequence)
+
+
+def dump_yaml(data: Any) -> str:
+    """Returns `data` (a mapping, or a Config) as block-style YAML, keys in given order."""
+    if hasattr(data, "as_dict"):
+        data = data.as_dict()
+    return yaml.dump(
+        data,
+        Dumper=_Dumper,
+        default_flow_style=False,
+        sort_keys=False,
+        allow_unicode=True,
+        width=1 << 16,
+    )
+
+
+def _load_text(text: str, *, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a safe loader
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = error.problem or error.context or "invalid YAML"
+        raise ConfigError(f"malformed YAML in {source}{where}: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"malformed YAML in {source}: {error}") from None
+
+
+def load_yaml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Reads a YAML file whose top level is a mapping (an empty file gives `{}`).
+
+    Raises:
+        ConfigError: If the file is missing or unreadable, is malformed (naming the
+            line and column), or does not hold a mapping.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file '{os.fspath(path)}' does not exist") from None
+    except OSError as error:
+        raise ConfigError(
+            f"cannot read config file '{os.fspath(path)}': {error.strerror}"
+        ) from None
+    data = _load_text(text, source=f"'{os.fspath(path)}'")
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"config file '{os.fspath(path)}' must hold a mapping at the top level, "
+            f"found {type(data).__name__}"
+        )
+    return data
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """Parses an override string: `key=value` pairs, YAML/JSON text, or a YAML file path.
+
+    Args:
+        text: E.g. `'a.b=1,x=[1,2],s="x, y"'`, `'{a: {b: 1}}'` or `'/path/o.yaml'`.
+
+    Returns:
+        A nested dict (dotted keys expanded). An empty string gives `{}`.
+
+    Raises:
+        ConfigError: If the string is malformed key=value text, malformed YAML, or
+            none of the three forms (e.g. a file that does not exist).
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"parse_override expects a string, received {type(text).__name__}")
+    stripped = text.strip()
+    if not stripped:
+        return {}
+    pairs = _parse_pairs(stripped)
+    if pairs is not None:
+        return pairs
+    data = _load_text(stripped, source="the override string")
+    if isinstance(data, dict):
+        return data
+    if not Path(stripped).is_file():
+        raise ConfigError(
+            f"override {stripped!r} is neither key=value pairs, a YAML mapping, "
+            "nor an existing YAML file"
+        )
+    return load_yaml_file(stripped)
+
+
+# ------------------------------------------------------------------- key=value
+_KEY = re.compile(r"\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(\[[^\]]*\])?\s*=")
+_INT = re.compile(r"^[-+]?\d+$")
+_FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
+_WORDS = {
+    "true": True,
+    "True": True,
+    "TRUE": True,
+    "false": False,
+    "False": False,
+    "FALSE": False,
+    "null": None,
+    "None": None,
+    "NULL": None,
+    "~": None,
+}
+
+
+def _parse_pairs(text: str) -> dict[str, Any] | None:
+    """Parses `k=v,k2=v2`; returns None if `text` does not start with `key=`."""
+    if _KEY.match(text) is None:
+        return None
+    result: dict[str, Any] = {}
+    pos = 0
+    while True:
+        match = _KEY.match(text, pos)
+        if match is None:
+            raise ConfigError(f"override {text!r}: expected key=value at {text[pos : pos + 20]!r}")
+        key, index = match.group(1), match.group(2)
+        if index is not None:
+            raise ConfigError(
+                f"override {text!r}: index syntax '{key}{index}' is not supported; "
+                f"give the whole list instead: {key}=[...]"
+            )
+        value, pos = _parse_value(text, match.end())
+        _insert(result, key, value, text)
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            return result
+        if text[pos] != ",":
+            raise ConfigError(f"override {text!r}: expected ',' after the value of {key!r}")
+        pos += 1
+
+
+def _parse_value(text: str, pos: int) -> tuple[Any, int]:
+    while pos < len(text) and text[pos] in " \t":
+        pos += 1
+    if pos == len(text):
+        return "", pos
+    if text[pos] in "'\"":
+        return _parse_quoted(text, pos)
+    if text[pos] == "[":
+        return _parse_list(text, pos)
+    end = pos
+    while True:  # a bare value runs to the next ',' that starts another key=
+        comma = text.find(",", end)
+        if comma == -1:
+            return _scalar(text[pos:].strip()), len(text)
+        if _KEY.match(text, comma + 1):
+            return _scalar(text[pos:comma].strip()), comma
+        end = comma + 1
+
+
+def _parse_quoted(text: str, pos: int) -> tuple[str, int]:
+    quote = text[pos]
+    end = text.find(quote, pos + 1)
+    if end == -1:
+        raise ConfigError(f"override {text!r}: unterminated {quote} quote at position {pos}")
+    return text[pos + 1 : end], end + 1
+
+
+def _parse_list(text: str, pos: int) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    pos += 1
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            raise ConfigError(f"override {text!r}: missing ']' to close a list")
+        char = text[pos]
+        if char == "]" and not items:
+            return items, pos + 1
+        if char == "[":
+            raise ConfigError(
+                f"override {text!r}: nested lists are not supported in key=value form; "
+                "use YAML instead, e.g. '{a: [[1, 2], [3]]}'"
+            )
+        if char in "'\"":
+            item, pos = _parse_quoted(text, pos)
+        else:
+            end = pos
+            while end < len(text) and text[end] not in ",]":
+                end += 1
+            item, pos = _scalar(text[pos:end].strip()), end
+        items.append(item)
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            raise ConfigError(f"override {text!r}: missing ']' to close a list")
+        if text[pos] == "]":
+            return items, pos + 1
+        if text[pos] != ",":
+            raise ConfigError(f"override {text!r}: expected ',' or ']' in a list at position {pos}")
+        pos += 1
+
+
+def _scalar(token: str) -> Any:
+    if token in _WORDS:
+        return _WORDS[token]
+    if _INT.match(token):
+        return int(token)
+    if _FLOAT.match(token):
+        return float(token)
+    return token
+
+
+def _insert(result: dict[str, Any], key: str, value: Any, text: str) -> None:
+    *parents, leaf = key.split(".")
+    node = result
+    for depth, part in enumerate(parents):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            taken = ".".join(parents[: depth + 1])
+            raise ConfigError(
+                f"override {text!r}: key {key!r} conflicts with {taken!r} set earlier"
+            )
+        node = child
+    node[leaf] = value

@@ -1,0 +1,96 @@
+"""String restrictions between config values, checked by `Config.validate()`.
+
+A restriction is a binary relation `a <op> b` where each side is a dotted key
+(relative to the config that declares it) or a constant: a number, `None`/`null`,
+`true`/`false`, or a quoted string; `<op>` is one of `==, !=, <, <=, >, >=`.
+For example `'task.train_data.is_training != None'` or
+`'trainer.steps_per_loop <= trainer.train_steps'`.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from typing import Any
+
+from torchgarden.config.errors import ConfigError
+
+__all__ = ["check_restriction"]
+
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+_RELATION = re.compile(r"^\s*(?P<lhs>.+?)\s*(?P<op>==|!=|<=|>=|<|>)\s*(?P<rhs>.+?)\s*$")
+_CONSTANTS = {
+    "None": None,
+    "null": None,
+    "true": True,
+    "True": True,
+    "false": False,
+    "False": False,
+}
+_MISSING = object()
+
+
+def check_restriction(config: Any, text: str, *, prefix: str = "") -> None:
+    """Raises if the restriction `text` does not hold for `config`.
+
+    Args:
+        config: The config the restriction's dotted keys are relative to.
+        text: The restriction, e.g. `'trainer.train_steps > 0'`.
+        prefix: Dotted key of `config` inside the validated root, used to print
+            full keys in messages. Defaults to "".
+
+    Raises:
+        ConfigError: If the restriction is malformed, names an unknown key, compares
+            incomparable values, or is violated (the message lists the values).
+    """
+    match = _RELATION.match(text)
+    if match is None:
+        raise ConfigError(
+            f"restriction {text!r} is not 'a <op> b' with <op> one of {', '.join(_OPERATORS)}"
+        )
+    lhs, lhs_key = _operand(config, match["lhs"], text)
+    rhs, rhs_key = _operand(config, match["rhs"], text)
+    try:
+        holds = _OPERATORS[match["op"]](lhs, rhs)
+    except TypeError:
+        raise ConfigError(
+            f"restriction {text!r} cannot compare {lhs!r} ({type(lhs).__name__}) "
+            f"with {rhs!r} ({type(rhs).__name__})"
+        ) from None
+    if not holds:
+        facts = [
+            _describe(f"{prefix}.{key}" if prefix else key, value)
+            for key, value in ((lhs_key, lhs), (rhs_key, rhs))
+            if key is not None
+        ]
+        detail = ", ".join(facts) if facts else "the constants differ"
+        raise ConfigError(f"restriction {text!r} failed: {detail}")
+
+
+def _operand(config: Any, token: str, text: str) -> tuple[Any, str | None]:
+    """Returns (value, dotted key or None for a constant)."""
+    if token in _CONSTANTS:
+        return _CONSTANTS[token], None
+    if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
+        return token[1:-1], None
+    for parse in (int, float):
+        try:
+            return parse(token), None
+        except ValueError:
+            pass
+    value = config.get(token, _MISSING)
+    if value is _MISSING:
+        raise ConfigError(f"restriction {text!r} names the unknown key {token!r}")
+    return value, token
+
+
+def _describe(key: str, value: Any) -> str:
+    return f"{key} is None" if value is None else f"{key} = {value!r}"
