@@ -1,0 +1,36 @@
+"""Checkpoints: ``Checkpoint`` items, an atomic verified ``CheckpointManager``, best export."""
+
+from torchgarden.checkpoint.best import BestCheckpointExporter
+from torchgarden.checkpoint.checkpoint import Checkpoint, Value
+from torchgarden.checkpoint.errors import (
+    CheckpointError,
+    CheckpointFormatError,
+    CheckpointMismatchError,
+    CorruptCheckpointError,
+    UnsafeCheckpointError,
+)
+from torchgarden.checkpoint.iterator import checkpoints_iterator
+from torchgarden.checkpoint.manager import (
+    CheckpointManager,
+    checkpoint_number,
+    latest_checkpoint,
+    read_meta,
+)
+from torchgarden.checkpoint.weights import load_model_weights
+
+__all__ = [
+    "BestCheckpointExporter",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointFormatError",
+    "CheckpointManager",
+    "CheckpointMismatchError",
+    "CorruptCheckpointError",
+    "UnsafeCheckpointError",
+    "Value",
+    "checkpoint_number",
+    "checkpoints_iterator",
+    "latest_checkpoint",
+    "load_model_weights",
+    "read_meta",
+]

@@ -1,0 +1,351 @@
+"""On-disk layout of a checkpoint: atomic directory writes, manifest, verification.
+
+A checkpoint is a directory ``<name>-<number>/`` holding ``state.pt`` (one
+``torch.save`` of the state dict, tensors on CPU) and ``meta.json`` (the
+manifest, written last). It is assembled in a hidden sibling temp directory
+and renamed into place, so a directory named ``<name>-<number>`` is always
+complete.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import hashlib
+import json
+import os
+import pickle
+import re
+import secrets
+import shutil
+import threading
+from typing import Any
+
+import torch
+
+from torchgarden.checkpoint.errors import (
+    CheckpointFormatError,
+    CorruptCheckpointError,
+    UnsafeCheckpointError,
+)
+
+FORMAT_VERSION = 1
+STATE_FILE = "state.pt"
+META_FILE = "meta.json"
+_CHUNK = 1 << 20
+# Exact types: subclasses (np.float64, IntEnum) pickle as classes weights_only refuses.
+_PRIMITIVES = frozenset(
+    {int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size}
+)
+
+# Temp directories of saves in flight in this process; never cleaned up by a peer save.
+_ACTIVE_TEMP_DIRS: set[str] = set()
+_ACTIVE_LOCK = threading.Lock()
+
+
+def _number_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(name)}-(\d+)$")
+
+
+def checkpoint_number(path: str | os.PathLike[str]) -> int:
+    """Returns the number ``N`` of a checkpoint path ending in ``-<N>``.
+
+    Raises:
+        ValueError: The path does not end in ``-<digits>``.
+    """
+    base = os.path.basename(os.path.normpath(os.fspath(path)))
+    match = re.search(r"-(\d+)$", base)
+    if match is None:
+        raise ValueError(f"checkpoint path must end in '-<number>', got {os.fspath(path)!r}.")
+    return int(match.group(1))
+
+
+def list_checkpoints(directory: str, name: str) -> list[tuple[int, str]]:
+    """Returns ``(number, path)`` of complete checkpoints (renamed dirs with meta.json), oldest first."""
+    pattern = _number_pattern(name)
+    found = []
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match and entry.is_dir() and os.path.isfile(os.path.join(entry.path, META_FILE)):
+            found.append((int(match.group(1)), entry.path))
+    return sorted(found)
+
+
+def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Reads and returns a checkpoint's ``meta.json``.
+
+    Raises:
+        CorruptCheckpointError: meta.json is missing or not valid JSON.
+        CheckpointFormatError: The checkpoint was written in a newer format.
+    """
+    meta_path = os.path.join(os.fspath(path), META_FILE)
+    try:
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except FileNotFoundError:
+        raise CorruptCheckpointError(
+            f"checkpoint {os.fspath(path)!r} is incomplete: {META_FILE} is missing."
+        ) from None
+    except (OSError, ValueError) as e:
+        raise CorruptCheckpointError(f"{meta_path!r} is unreadable: {e}.") from e
+    if not isinstance(meta, dict) or not isinstance(meta.get("format_version"), int):
+        raise CorruptCheckpointError(f"{meta_path!r} has no integer 'format_version'.")
+    if meta["format_version"] > FORMAT_VERSION:
+        raise CheckpointFormatError(
+            f"checkpoint {os.fspath(path)!r} was written by a newer torchgarden (format "
+            f"{meta['format_version']} > {FORMAT_VERSION}); upgrade torchgarden."
+        )
+    return meta
+
+
+def _file_digest(path: str, fsync: bool = False) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+        if fsync:
+            os.fsync(f.fileno())
+    return digest.hexdigest()
+
+
+def verify(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Checks every file listed in meta.json against its recorded size and sha256.
+
+    Returns:
+        The checkpoint's meta dict.
+
+    Raises:
+        CorruptCheckpointError: A file is missing, has the wrong size or checksum,
+            or meta.json is missing or unreadable.
+        CheckpointFormatError: The checkpoint was written in a newer format.
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise CorruptCheckpointError(f"checkpoint {path!r} is not a directory.")
+    meta = read_meta(path)
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        raise CorruptCheckpointError(f"{os.path.join(path, META_FILE)!r} lists no files.")
+    for file_name, info in files.items():
+        file_path = os.path.join(path, file_name)
+        if not os.path.isfile(file_path):
+            raise CorruptCheckpointError(f"{file_path!r} is missing.")
+        size = os.path.getsize(file_path)
+        if size != info.get("bytes"):
+            raise CorruptCheckpointError(
+                f"{file_path!r} has {size} bytes but {META_FILE} records {info.get('bytes')} "
+                f"(truncated or altered)."
+            )
+        sha = _file_digest(file_path)
+        if sha != info.get("sha256"):
+            raise CorruptCheckpointError(
+                f"{file_path!r} sha256 {sha[:12]}... does not match {META_FILE} "
+                f"{str(info.get('sha256'))[:12]}... (altered on disk)."
+            )
+    return meta
+
+
+def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Loads ``state.pt`` with ``torch.load(map_location="cpu", weights_only=True)``.
+
+    Raises:
+        UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
+        CorruptCheckpointError: The file is missing or cannot be read.
+    """
+    file_path = os.path.join(os.fspath(path), STATE_FILE)
+    try:
+        state = torch.load(file_path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise UnsafeCheckpointError(
+            f"{file_path!r} holds pickled Python objects that torch.load(weights_only=True) "
+            f"refuses ({reason}); load only checkpoints you trust, and keep state_dict() to "
+            f"tensors, numbers, strings, lists, tuples and dicts."
+        ) from e
+    except Exception as e:
+        raise CorruptCheckpointError(
+            f"{file_path!r} is unreadable: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(
+            f"{file_path!r} holds a {type(state).__name__}, expected a dict of item states."
+        )
+    return state
+
+
+def _is_safe_global(cls: type) -> bool:
+    for entry in torch.serialization.get_safe_globals():
+        if entry is cls or (isinstance(entry, tuple) and entry[0] is cls):
+            return True
+    return False
+
+
+def to_host(state: Any, *, copy: bool) -> Any:
+    """Returns ``state`` with every tensor on CPU, checking it is weights_only-loadable.
+
+    Args:
+        state: A nested structure of dicts, lists, tuples, tensors and primitives.
+        copy: Clone CPU tensors too, so later in-place updates (training going on
+            while a background thread writes) do not reach the saved copy.
+
+    Raises:
+        TypeError: A leaf is a type ``torch.load(weights_only=True)`` would refuse;
+            the message names its key path.
+    """
+    moved_from_device = []
+    host = _to_host(state, "state", copy, moved_from_device)
+    if moved_from_device:
+        # Sync point: device->host copies were issued non-blocking; wait for them once.
+        device_type = moved_from_device[0]
+        module = getattr(torch, device_type, None)
+        if module is not None and hasattr(module, "synchronize"):
+            module.synchronize()
+    return host
+
+
+def _to_host(obj: Any, where: str, copy: bool, moved: list[str]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        tensor = obj.detach()
+        if tensor.device.type != "cpu":
+            moved.append(tensor.device.type)
+            return tensor.to("cpu", non_blocking=True)
+        if copy:
+            return tensor.clone()
+        if tensor.layout == torch.strided and tensor.untyped_storage().nbytes() > tensor.nbytes:
+            return tensor.clone()  # a view: torch.save would write its whole base storage
+        return tensor
+    if type(obj) in (dict, collections.OrderedDict):
+        return type(obj)((k, _to_host(v, f"{where}[{k!r}]", copy, moved)) for k, v in obj.items())
+    if type(obj) in (list, tuple):
+        return type(obj)(_to_host(v, f"{where}[{i}]", copy, moved) for i, v in enumerate(obj))
+    if type(obj) is set:
+        return set(obj)
+    if type(obj) in _PRIMITIVES or _is_safe_global(type(obj)):
+        return obj
+    raise TypeError(
+        f"cannot checkpoint {where}: a {type(obj).__module__}.{type(obj).__qualname__}, which "
+        f"torch.load(weights_only=True) refuses; return tensors, numbers, strings, lists, tuples "
+        f"and dicts from state_dict() (numpy arrays: torch.from_numpy(x) or x.tolist()), or "
+        f"register the class with torch.serialization.add_safe_globals."
+    )
+
+
+def fsync_dir(path: str) -> None:
+    """Flushes a directory entry to disk (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # Some filesystems refuse fsync on directories; the rename is still atomic.
+    finally:
+        os.close(fd)
+
+
+def atomic_write_json(path: str, payload: Any) -> None:
+    """Writes JSON to ``path`` via a synced temp file and ``os.replace``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    temp = os.path.join(
+        directory, f".{os.path.basename(path)}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    )
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.remove(temp)
+        raise
+    fsync_dir(directory)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists but belongs to someone else
+    return True
+
+
+def clean_stale_temp_dirs(directory: str, name: str) -> None:
+    """Removes ``.<name>-<N>.tmp-<pid>-*`` dirs left by crashed saves (not live ones)."""
+    pattern = re.compile(rf"^\.{re.escape(name)}-\d+\.tmp-(\d+)-[0-9a-f]+$")
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match or not entry.is_dir():
+            continue
+        pid = int(match.group(1))
+        with _ACTIVE_LOCK:
+            live = entry.path in _ACTIVE_TEMP_DIRS
+        if live or (pid != os.getpid() and _pid_alive(pid)):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def write_checkpoint(
+    directory: str,
+    name: str,
+    number: int,
+    state: dict[str, Any],
+    *,
+    config: dict[str, Any] | None,
+    extra: dict[str, Any] | None,
+    version: str,
+) -> str:
+    """Writes ``state`` as ``<directory>/<name>-<number>/`` atomically and returns its path.
+
+    Raises:
+        FileExistsError: The checkpoint directory appeared while writing.
+    """
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, f"{name}-{number}")
+    temp = os.path.join(directory, f".{name}-{number}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    with _ACTIVE_LOCK:
+        _ACTIVE_TEMP_DIRS.add(temp)
+    try:
+        os.makedirs(temp)
+        state_path = os.path.join(temp, STATE_FILE)
+        torch.save(state, state_path)
+        sha = _file_digest(state_path, fsync=True)
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "step": number,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "files": {STATE_FILE: {"sha256": sha, "bytes": os.path.getsize(state_path)}},
+            "config": config,
+            "torchgarden": version,
+            "extra": extra,
+        }
+        with open(os.path.join(temp, META_FILE), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(temp)
+        if os.path.exists(final):
+            raise FileExistsError(f"checkpoint {final!r} was written by someone else meanwhile.")
+        os.rename(temp, final)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE_TEMP_DIRS.discard(temp)
+    fsync_dir(directory)
+    return final

@@ -1,0 +1,272 @@
+"""``Checkpoint``: a named group of stateful objects saved and restored together.
+
+The PyTorch counterpart of ``tf.train.Checkpoint``: each item is an object with
+``state_dict()`` / ``load_state_dict(sd)`` (a module, an optimizer, a
+``GradScaler``, an EMA, a metric, any user object), a ``dict`` (restored in
+place), or a plain value wrapped in :class:`Value`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+
+from torchgarden.checkpoint.errors import CheckpointMismatchError
+
+__all__ = ["Checkpoint", "Value"]
+
+_MAX_LISTED_KEYS = 5
+_RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "state_dict"})
+
+
+class Value:
+    """A plain value (an int, a tensor, a list...) made checkpointable.
+
+    Hold a reference to the ``Value`` and read ``.value`` after a restore.
+    A tensor value is restored in place (``copy_``), so other references to
+    it see the restored numbers too.
+
+    Example:
+        >>> epoch = Value(0)
+        >>> ckpt = Checkpoint(model=model, epoch=epoch)
+        >>> epoch.value = 3  # saved with the next checkpoint
+
+    Args:
+        value: The initial value. Must be something ``torch.load(weights_only=True)``
+            can read back: tensors, numbers, strings, and lists / tuples / dicts of them.
+    """
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def state_dict(self) -> dict[str, Any]:
+        """Returns ``{"value": value}``."""
+        return {"value": self.value}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restores the value (in place for a tensor of the same shape)."""
+        if "value" not in state_dict:
+            raise KeyError(f"Value state must have the key 'value', got keys {sorted(state_dict)}.")
+        new = state_dict["value"]
+        if isinstance(self.value, torch.Tensor) and isinstance(new, torch.Tensor):
+            if self.value.shape != new.shape:
+                raise ValueError(
+                    f"Value holds a tensor of shape {tuple(self.value.shape)}, the checkpoint "
+                    f"has shape {tuple(new.shape)}."
+                )
+            with torch.no_grad():
+                self.value.copy_(new)
+        else:
+            self.value = new
+
+    def __repr__(self) -> str:
+        return f"Value({self.value!r})"
+
+
+class _DictItem:
+    """Wraps a user ``dict`` so a restore updates it in place."""
+
+    def __init__(self, target: dict[str, Any]) -> None:
+        self.target = target
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.target)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        self.target.clear()
+        self.target.update(state_dict)
+
+
+def _is_stateful(obj: Any) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(
+        getattr(obj, "load_state_dict", None)
+    )
+
+
+def _wrap(name: str, item: Any) -> Any:
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+        raise ValueError(
+            f"checkpoint item names must be identifiers not starting with '_', got {name!r}."
+        )
+    if name in _RESERVED_NAMES:
+        raise ValueError(
+            f"checkpoint item name {name!r} is reserved (a Checkpoint method); "
+            f"pick another, e.g. {name + '_'!r}."
+        )
+    if _is_stateful(item):
+        return item
+    if isinstance(item, dict):
+        return _DictItem(item)
+    return Value(item)
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _list_keys(keys: list[str], *, quote: bool = True) -> str:
+    """Joins the first few keys, noting how many more were left out."""
+    shown = ", ".join(repr(k) if quote else k for k in keys[:_MAX_LISTED_KEYS])
+    more = len(keys) - _MAX_LISTED_KEYS
+    return shown + (f", ... and {more} more" if more > 0 else "")
+
+
+def _module_mismatch(
+    name: str, module: torch.nn.Module, state: Mapping[str, Any], strict: bool
+) -> tuple[str, bool] | None:
+    """Describes how ``state`` fails to fit ``module``, or returns None when it fits.
+
+    Returns:
+        ``(message, skippable)``; ``skippable`` is True when strict=False would help.
+    """
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state] if strict else []
+    unexpected = [k for k in state if k not in expected] if strict else []
+    misshaped = [
+        f"'{k}': checkpoint {_shape(v)} vs model {_shape(expected[k])}"
+        for k, v in state.items()
+        if k in expected
+        and _shape(v) is not None
+        and _shape(expected[k]) is not None
+        and _shape(v) != _shape(expected[k])
+    ]
+    if not (missing or unexpected or misshaped):
+        return None
+    lines = [f"item '{name}' ({type(module).__name__}) does not match the checkpoint:"]
+    if missing:
+        lines.append(f"  missing keys ({len(missing)}): {_list_keys(missing)}")
+    if unexpected:
+        lines.append(f"  unexpected keys ({len(unexpected)}): {_list_keys(unexpected)}")
+    if misshaped:
+        lines.append(f"  mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}")
+    return "\n".join(lines), bool(missing or unexpected)
+
+
+class Checkpoint:
+    """A named group of stateful objects saved and restored together.
+
+    Items are passed by keyword. An item with ``state_dict()`` and
+    ``load_state_dict(sd)`` is used as is; a ``dict`` is restored in place; any
+    other value is wrapped in :class:`Value` and read back as ``ckpt.<name>``.
+
+    Example:
+        >>> ckpt = Checkpoint(model=model, optimizer=optimizer, step=0)
+        >>> state = ckpt.state_dict()  # {"model": {...}, "optimizer": {...}, "step": {...}}
+        >>> ckpt.load_state_dict(state)
+        >>> ckpt.step  # a plain value reads back through its name
+        0
+
+    Args:
+        **items: The objects to checkpoint, by name. Names must be identifiers that
+            do not start with ``_``.
+    """
+
+    def __init__(self, **items: Any) -> None:
+        self._items: dict[str, Any] = {}
+        self._plain: set[str] = set()
+        self.add(**items)
+
+    def add(self, **items: Any) -> None:
+        """Adds (or replaces) items by name, with the same rules as the constructor."""
+        for name, item in items.items():
+            wrapped = _wrap(name, item)
+            self._items[name] = wrapped
+            if isinstance(wrapped, Value) and wrapped is not item:
+                self._plain.add(name)
+            else:
+                self._plain.discard(name)
+
+    @property
+    def items(self) -> dict[str, Any]:
+        """The items by name (plain values appear as their :class:`Value` wrapper)."""
+        return dict(self._items)
+
+    def names(self) -> list[str]:
+        """The item names, in insertion order."""
+        return list(self._items)
+
+    def __getattr__(self, name: str) -> Any:
+        items = self.__dict__.get("_items")
+        if items is None or name not in items:
+            raise AttributeError(f"Checkpoint has no item {name!r}; items: {sorted(items or {})}.")
+        return items[name].value if name in self.__dict__["_plain"] else items[name]
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._items:
+            raise KeyError(f"Checkpoint has no item {name!r}; items: {sorted(self._items)}.")
+        return getattr(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Returns ``{name: item.state_dict()}`` for every item (tensors stay where they are)."""
+        return {name: item.state_dict() for name, item in self._items.items()}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Restores every item from ``state_dict``.
+
+        Every item is checked before any is changed, so a mismatch leaves the
+        objects untouched.
+
+        Args:
+            state_dict: ``{name: item_state}``, as returned by :meth:`state_dict`.
+            strict: When True (the default), an item missing from ``state_dict``,
+                an extra item in it, and missing or unexpected module keys are
+                errors. When False they are skipped. Mis-shaped tensors are always
+                errors.
+
+        Raises:
+            CheckpointMismatchError: Items or module keys do not match; the
+                message lists missing, unexpected and mis-shaped keys.
+        """
+        problems = []
+        skippable = False
+        missing = [n for n in self._items if n not in state_dict]
+        unexpected = [n for n in state_dict if n not in self._items]
+        if strict and (missing or unexpected):
+            skippable = True
+        if strict and missing:
+            problems.append(
+                f"items missing from the checkpoint ({len(missing)}): {_list_keys(missing)}"
+            )
+        if strict and unexpected:
+            problems.append(
+                f"checkpoint items not in this Checkpoint ({len(unexpected)}): "
+                f"{_list_keys(unexpected)}; checkpoint items: {sorted(state_dict)}"
+            )
+        for name, item in self._items.items():
+            if isinstance(item, torch.nn.Module) and name in state_dict:
+                problem = _module_mismatch(name, item, state_dict[name], strict)
+                if problem:
+                    problems.append(problem[0])
+                    skippable = skippable or problem[1]
+        if problems:
+            hint = " (pass strict=False to skip missing/unexpected keys)" if skippable else ""
+            raise CheckpointMismatchError(
+                "checkpoint does not match" + hint + ":\n" + "\n".join(problems)
+            )
+        for name, item in self._items.items():
+            if name not in state_dict:
+                continue
+            try:
+                if isinstance(item, torch.nn.Module):
+                    item.load_state_dict(state_dict[name], strict=strict)
+                else:
+                    item.load_state_dict(state_dict[name])
+            except (RuntimeError, ValueError, KeyError, TypeError) as e:
+                raise CheckpointMismatchError(
+                    f"restoring item '{name}' ({type(item).__name__}) failed: {e}"
+                ) from e
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={type(i).__name__}" for n, i in self._items.items())
+        return f"Checkpoint({inner})"

@@ -1,0 +1,399 @@
+"""``CheckpointManager``: numbered, atomic, verified checkpoints with retention.
+
+Follows Orbit / ``tf.train.CheckpointManager`` save rules (skip a number that
+exists, interval gating, first save always happens, the interval restarts at
+the restored number) on a layout where each checkpoint is a directory:
+
+```
+<directory>/<checkpoint_name>-<N>/state.pt    torch.save of Checkpoint.state_dict()
+<directory>/<checkpoint_name>-<N>/meta.json   manifest (sha256 + size per file), written last
+```
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint.checkpoint import Checkpoint
+from torchgarden.checkpoint.errors import CorruptCheckpointError
+
+__all__ = ["CheckpointManager", "checkpoint_number", "latest_checkpoint", "read_meta"]
+
+logger = logging.getLogger("torchgarden")
+
+checkpoint_number = _storage.checkpoint_number
+read_meta = _storage.read_meta
+
+
+def latest_checkpoint(
+    directory: str | os.PathLike[str], checkpoint_name: str = "ckpt"
+) -> str | None:
+    """Returns the path of the highest-numbered complete checkpoint, or None.
+
+    Args:
+        directory: The checkpoint directory.
+        checkpoint_name: The checkpoint name prefix. Defaults to ``"ckpt"``.
+    """
+    found = _storage.list_checkpoints(os.fspath(directory), checkpoint_name)
+    return found[-1][1] if found else None
+
+
+@functools.lru_cache(maxsize=1)
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("torchgarden")
+    except Exception:
+        return "unknown"
+
+
+class CheckpointManager:
+    """Saves, retains, verifies and restores numbered checkpoints of a :class:`Checkpoint`.
+
+    Save rules (``save(number)``), as in TensorFlow's manager:
+
+    * a number that already has a checkpoint is skipped;
+    * with interval checking, ``number < last_saved + checkpoint_interval`` is skipped;
+    * the first save after construction always happens;
+    * after a restore, ``last_saved`` is the restored number.
+
+    Unlike Orbit, where a manager without an interval never saves,
+    ``checkpoint_interval=None`` here turns interval checking off: every call saves.
+
+    Each checkpoint is written to a hidden temp directory, fsynced, and renamed
+    into place, so ``<name>-<N>`` is never half-written. After a new checkpoint is
+    durable the oldest beyond ``max_to_keep`` are deleted.
+
+    Example:
+        >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
+        >>> manager = CheckpointManager(ckpt, "/tmp/run", checkpoint_interval=1000)
+        >>> manager.restore_or_initialize()  # None on a fresh directory
+        >>> manager.save(step)               # "/tmp/run/ckpt-<step>" or None if skipped
+
+    Args:
+        checkpoint: The objects to save and restore.
+        directory: Where checkpoints live (created on first save).
+        max_to_keep: How many checkpoints to keep; -1 (or None) keeps all.
+            Defaults to 5.
+        checkpoint_interval: The least number of steps between saves under
+            interval checking; None disables interval checking. Defaults to None.
+        checkpoint_name: The directory-name prefix. Defaults to ``"ckpt"``.
+        init_fn: Called by :meth:`restore_or_initialize` when there is nothing to
+            restore. Defaults to None.
+        enable_async: Write in a background thread; ``save`` only copies the state
+            to host memory. Defaults to False.
+        version: The torchgarden version recorded in meta.json. Defaults to the
+            installed package version, or ``"unknown"``.
+        config: The resolved experiment config recorded in every meta.json unless
+            ``save(config=...)`` gives another. Defaults to None.
+    """
+
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        directory: str | os.PathLike[str],
+        *,
+        max_to_keep: int | None = 5,
+        checkpoint_interval: int | None = None,
+        checkpoint_name: str = "ckpt",
+        init_fn: Callable[[], None] | None = None,
+        enable_async: bool = False,
+        version: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        if max_to_keep is not None and (
+            not isinstance(max_to_keep, int) or max_to_keep == 0 or max_to_keep < -1
+        ):
+            raise ValueError(
+                f"max_to_keep must be a positive int or -1 (keep all), got {max_to_keep!r}."
+            )
+        if checkpoint_interval is not None and (
+            not isinstance(checkpoint_interval, int) or checkpoint_interval < 1
+        ):
+            raise ValueError(
+                f"checkpoint_interval must be a positive int or None (no interval checking), "
+                f"got {checkpoint_interval!r}."
+            )
+        if not checkpoint_name or os.sep in checkpoint_name or checkpoint_name.startswith("."):
+            raise ValueError(
+                f"checkpoint_name must be a plain file name not starting with '.', "
+                f"got {checkpoint_name!r}."
+            )
+        self._checkpoint = checkpoint
+        self._directory = os.fspath(directory)
+        self._max_to_keep = -1 if max_to_keep is None else max_to_keep
+        self._checkpoint_interval = checkpoint_interval
+        self._checkpoint_name = checkpoint_name
+        self._init_fn = init_fn
+        self._enable_async = enable_async
+        self._version = version
+        self._config = config
+        self._last_saved_number: int | None = None
+        self._corrupt: set[str] = set()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: Future[str] | None = None
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The :class:`Checkpoint` this manager saves and restores."""
+        return self._checkpoint
+
+    @property
+    def directory(self) -> str:
+        """The checkpoint directory."""
+        return self._directory
+
+    @property
+    def checkpoint_interval(self) -> int | None:
+        """The least steps between interval-checked saves, or None (interval checking off)."""
+        return self._checkpoint_interval
+
+    @property
+    def checkpoint_name(self) -> str:
+        """The checkpoint directory-name prefix."""
+        return self._checkpoint_name
+
+    @property
+    def max_to_keep(self) -> int:
+        """How many checkpoints are kept; -1 keeps all."""
+        return self._max_to_keep
+
+    @property
+    def last_saved_number(self) -> int | None:
+        """The number of the last save (or restore), or None before either."""
+        return self._last_saved_number
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """Paths of complete checkpoints, oldest (lowest number) first."""
+        return [p for _, p in self._list()]
+
+    @property
+    def latest_checkpoint(self) -> str | None:
+        """Path of the highest-numbered complete checkpoint, or None."""
+        found = self._list()
+        return found[-1][1] if found else None
+
+    def _list(self) -> list[tuple[int, str]]:
+        found = _storage.list_checkpoints(self._directory, self._checkpoint_name)
+        return [(n, p) for n, p in found if p not in self._corrupt]
+
+    def _path(self, number: int) -> str:
+        return os.path.join(self._directory, f"{self._checkpoint_name}-{number}")
+
+    @staticmethod
+    def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Returns a checkpoint's meta.json as a dict (see :func:`read_meta`)."""
+        return _storage.read_meta(path)
+
+    @staticmethod
+    def checkpoint_number(path: str | os.PathLike[str]) -> int:
+        """Returns the number ``N`` of a path ending in ``-<N>``."""
+        return _storage.checkpoint_number(path)
+
+    @staticmethod
+    def verify(path: str | os.PathLike[str]) -> None:
+        """Checks a checkpoint's files against the sizes and sha256 sums in its meta.json.
+
+        Raises:
+            CorruptCheckpointError: meta.json is missing or unreadable, or a file is
+                missing, truncated or altered.
+            CheckpointFormatError: The checkpoint was written in a newer format.
+        """
+        _storage.verify(path)
+
+    def save(
+        self,
+        checkpoint_number: int,
+        *,
+        check_interval: bool = True,
+        config: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Saves a checkpoint numbered ``checkpoint_number`` unless the save rules skip it.
+
+        With ``enable_async`` this copies the state to host memory, starts the
+        write in a background thread, and returns; the previous async save is
+        waited for first.
+
+        Args:
+            checkpoint_number: The number (the global step) in the directory name.
+            check_interval: Apply interval gating. Defaults to True.
+            config: The resolved experiment config, recorded in meta.json.
+                Defaults to None (the constructor's ``config``).
+            extra: Any JSON-serialisable dict recorded in meta.json. Defaults to None.
+
+        Returns:
+            The checkpoint path, or None when the save was skipped.
+
+        Raises:
+            TypeError: The state holds a value ``torch.load(weights_only=True)``
+                could not read back (raised before anything is written).
+        """
+        number = int(checkpoint_number)
+        if number < 0:
+            raise ValueError(f"checkpoint_number must be >= 0, got {number}.")
+        self.sync()
+        path = self._path(number)
+        if os.path.isdir(path) and path in self._corrupt:
+            # Keep the evidence out of the way; hidden names are never listed.
+            aside = f".{os.path.basename(path)}.corrupt-{secrets.token_hex(4)}"
+            os.rename(path, os.path.join(self._directory, aside))
+            self._corrupt.discard(path)
+        if os.path.exists(path):
+            return None
+        if (
+            check_interval
+            and self._checkpoint_interval is not None
+            and self._last_saved_number is not None
+            and number < self._last_saved_number + self._checkpoint_interval
+        ):
+            return None
+        state = _storage.to_host(self._checkpoint.state_dict(), copy=self._enable_async)
+        version = self._version if self._version is not None else _package_version()
+        config = self._config if config is None else config
+        if not self._enable_async:
+            written = self._write(number, state, config, extra, version)
+            self._last_saved_number = number
+            return written
+        # The write happens later; like TF, the interval counts from the submitted save.
+        self._last_saved_number = number
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-writer")
+        self._pending = self._executor.submit(self._write, number, state, config, extra, version)
+        return path
+
+    def _write(
+        self,
+        number: int,
+        state: dict[str, Any],
+        config: dict[str, Any] | None,
+        extra: dict[str, Any] | None,
+        version: str,
+    ) -> str:
+        path = _storage.write_checkpoint(
+            self._directory,
+            self._checkpoint_name,
+            number,
+            state,
+            config=config,
+            extra=extra,
+            version=version,
+        )
+        self._apply_retention(keep=path)
+        _storage.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
+        return path
+
+    def _apply_retention(self, keep: str) -> None:
+        if self._max_to_keep < 0:
+            return
+        found = self._list()
+        excess = len(found) - self._max_to_keep
+        for _, path in found:
+            if excess <= 0:
+                break
+            if path == keep:  # the checkpoint just written (and verified by hashing) stays
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            excess -= 1
+
+    def sync(self) -> None:
+        """Waits for the pending async save; re-raises its error, if any."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def restore(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        verify: bool = True,
+        strict: bool = True,
+    ) -> str | None:
+        """Restores the checkpoint at ``path``, or the newest one that verifies.
+
+        With no path, a newest checkpoint that fails verification is reported in
+        one warning on the ``torchgarden`` logger and the next older one is tried.
+
+        Args:
+            path: A checkpoint directory. Defaults to None (the newest valid one).
+            verify: Check sizes and sha256 sums before loading. Defaults to True.
+            strict: Passed to :meth:`Checkpoint.load_state_dict`. Defaults to True.
+
+        Returns:
+            The path restored, or None when the directory has no checkpoint.
+
+        Raises:
+            CorruptCheckpointError: ``path`` (or every checkpoint) fails verification.
+            UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
+            CheckpointFormatError: The checkpoint was written by a newer torchgarden.
+            CheckpointMismatchError: The file does not fit the checkpoint's items.
+            FileNotFoundError: ``path`` does not exist.
+        """
+        self.sync()
+        if path is not None:
+            path = os.fspath(path)
+            if not os.path.isdir(path):
+                available = [os.path.basename(p) for p in self.checkpoints]
+                raise FileNotFoundError(
+                    f"no checkpoint at {path!r}; available in {self._directory!r}: "
+                    f"{available or 'none'}."
+                )
+            self._load(path, verify=verify, strict=strict)
+            return path
+        candidates = self._list()
+        for _, candidate in reversed(candidates):
+            try:
+                self._load(candidate, verify=verify, strict=strict)
+            except CorruptCheckpointError as e:
+                logger.warning("skipping corrupt checkpoint %s: %s", candidate, e)
+                self._corrupt.add(candidate)
+                continue
+            return candidate
+        if candidates:
+            raise CorruptCheckpointError(
+                f"all {len(candidates)} checkpoints in {self._directory!r} failed verification; "
+                f"restore one explicitly with restore(path, verify=False) if you must."
+            )
+        return None
+
+    def _load(self, path: str, *, verify: bool, strict: bool) -> None:
+        if verify:
+            _storage.verify(path)
+        else:
+            _storage.read_meta(path)
+        state = _storage.load_state(path)
+        self._checkpoint.load_state_dict(state, strict=strict)
+        self._last_saved_number = _storage.checkpoint_number(path)
+
+    def restore_or_initialize(self) -> str | None:
+        """Restores the latest checkpoint if any; otherwise calls ``init_fn`` and returns None."""
+        restored = self.restore()
+        if restored is None and self._init_fn is not None:
+            self._init_fn()
+        return restored
+
+    def close(self) -> None:
+        """Waits for a pending async save and stops the writer thread."""
+        try:
+            self.sync()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    def __repr__(self) -> str:
+        return (
+            f"CheckpointManager(directory={self._directory!r}, "
+            f"checkpoint_name={self._checkpoint_name!r}, max_to_keep={self._max_to_keep}, "
+            f"checkpoint_interval={self._checkpoint_interval})"
+        )

@@ -1,0 +1,141 @@
+"""``load_model_weights``: initialise a model (or some of its modules) from a checkpoint.
+
+Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``: only model
+weights are read, optionally restricted to module-name prefixes
+(``["backbone"]``), and every requested weight must be present with the same
+shape.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint.checkpoint import _list_keys, _shape
+from torchgarden.checkpoint.errors import CheckpointMismatchError, CorruptCheckpointError
+
+__all__ = ["load_model_weights"]
+
+# Prefixes added by DistributedDataParallel and torch.compile wrappers.
+_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def _resolve(path: str, checkpoint_name: str) -> str:
+    if os.path.isfile(path):
+        return path
+    if os.path.isfile(os.path.join(path, _storage.STATE_FILE)):
+        return path
+    if os.path.isdir(path):
+        found = _storage.list_checkpoints(path, checkpoint_name)
+        if found:
+            return found[-1][1]
+        raise FileNotFoundError(
+            f"init checkpoint directory {path!r} has no '{checkpoint_name}-<N>' checkpoint."
+        )
+    raise FileNotFoundError(f"init checkpoint {path!r} does not exist.")
+
+
+def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
+    if os.path.isdir(resolved):
+        if verify:
+            _storage.verify(resolved)
+        state = _storage.load_state(resolved)
+    else:
+        try:
+            state = torch.load(resolved, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise CorruptCheckpointError(
+                f"init checkpoint {resolved!r} is unreadable with weights_only=True: {e}"
+            ) from e
+    if isinstance(state, Mapping) and isinstance(state.get(item), Mapping):
+        state = state[item]
+    if not isinstance(state, Mapping):
+        raise CorruptCheckpointError(
+            f"init checkpoint {resolved!r} holds a {type(state).__name__}, expected a state dict."
+        )
+    return state
+
+
+def _strip_wrappers(state: Mapping[str, Any], expected: Mapping[str, Any]) -> Mapping[str, Any]:
+    for prefix in _WRAPPER_PREFIXES:
+        if (
+            state
+            and all(k.startswith(prefix) for k in state)
+            and not any(k.startswith(prefix) for k in expected)
+        ):
+            state = {k[len(prefix) :]: v for k, v in state.items()}
+    return state
+
+
+def load_model_weights(
+    model: torch.nn.Module,
+    path: str | os.PathLike[str],
+    *,
+    prefixes: Sequence[str] = (),
+    item: str = "model",
+    checkpoint_name: str = "ckpt",
+    verify: bool = True,
+) -> str:
+    """Loads model weights from a checkpoint into ``model``, all or by module prefix.
+
+    Example:
+        >>> load_model_weights(model, "/runs/pretrain", prefixes=["backbone"])
+
+    Args:
+        model: The module to initialise.
+        path: A checkpoint directory (``ckpt-<N>``), a directory of checkpoints (the
+            newest is used), or a ``.pt`` file holding a state dict (or a dict whose
+            ``item`` entry is one). ``module.`` / ``_orig_mod.`` prefixes from DDP
+            or ``torch.compile`` are stripped when the model has none.
+        prefixes: Module-name prefixes to restore (``"backbone"`` matches
+            ``backbone.*``). Defaults to ``()``: every weight.
+        item: The checkpoint item holding the model weights. Defaults to ``"model"``.
+        checkpoint_name: The name prefix when ``path`` is a directory of checkpoints.
+            Defaults to ``"ckpt"``.
+        verify: Check sizes and sha256 sums of a checkpoint directory. Defaults to True.
+
+    Returns:
+        The checkpoint directory or file the weights came from.
+
+    Raises:
+        FileNotFoundError: ``path`` holds no checkpoint.
+        CheckpointMismatchError: A requested weight is missing or mis-shaped, or a
+            prefix matches no module of ``model``.
+    """
+    resolved = _resolve(os.fspath(path), checkpoint_name)
+    expected = model.state_dict()
+    state = _strip_wrappers(_read_weights(resolved, item, verify), expected)
+    prefixes = list(prefixes)
+    unmatched = [p for p in prefixes if not any(k == p or k.startswith(p + ".") for k in expected)]
+    if unmatched:
+        top_level = sorted({k.split(".")[0] for k in expected})
+        raise CheckpointMismatchError(
+            f"init checkpoint prefixes {unmatched} match no weight of {type(model).__name__}; "
+            f"its top-level modules: {top_level}."
+        )
+    wanted = [
+        k
+        for k in expected
+        if not prefixes or any(k == p or k.startswith(p + ".") for p in prefixes)
+    ]
+    missing = [k for k in wanted if k not in state]
+    misshaped = [
+        f"'{k}': checkpoint {_shape(state[k])} vs model {_shape(expected[k])}"
+        for k in wanted
+        if k in state and _shape(state[k]) != _shape(expected[k])
+    ]
+    if missing or misshaped:
+        lines = [f"init checkpoint {resolved!r} does not fit {type(model).__name__}:"]
+        if missing:
+            lines.append(f"  missing keys ({len(missing)}): {_list_keys(missing)}")
+        if misshaped:
+            lines.append(
+                f"  mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}"
+            )
+        raise CheckpointMismatchError("\n".join(lines))
+    model.load_state_dict({k: state[k] for k in wanted}, strict=False)
+    return resolved

@@ -1,0 +1,98 @@
+"""Bad input: one line on stderr naming the problem and the fix, exit 2, model_dir untouched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torchgarden.cli.main import main
+
+
+def fails(capsys, *args: str) -> str:
+    code = main(list(args))
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("torchgarden: error: ")
+    return err
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    return str(tmp_path / "run")
+
+
+def test_unknown_experiment_names_the_closest(capsys, model_dir):
+    err = fails(capsys, "train", "--experiment", "image_clasification", "--model_dir", model_dir)
+    assert "Did you mean 'image_classification'?" in err
+    assert not os.path.exists(model_dir)
+
+
+def test_unknown_key_names_the_dotted_path_and_closest_key(capsys, model_dir):
+    err = fails(capsys, "train", "--experiment", "toy_regression", "--model_dir", model_dir,
+                "--params_override", "trainer.train_stpes=10")
+    assert "trainer.train_stpes" in err and "trainer.train_steps" in err
+    assert not os.path.exists(model_dir)
+
+
+def test_wrong_type_names_the_expected_type(capsys, model_dir):
+    err = fails(capsys, "train", "--experiment", "toy_regression", "--model_dir", model_dir,
+                "--params_override", "trainer.train_steps=ten")
+    assert "trainer.train_steps" in err and "int" in err
+
+
+def test_malformed_yaml_file_names_the_file_and_line(capsys, tmp_path, model_dir):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("trainer:\n  train_steps: [1, 2\n")
+    err = fails(capsys, "train", "--experiment", "toy_regression", "--model_dir", model_dir,
+                "--config_file", str(bad))
+    assert "bad.yaml" in err and "line" in err
+
+
+def test_unreadable_config_file(capsys, tmp_path, model_dir):
+    err = fails(capsys, "train", "--experiment", "toy_regression", "--model_dir", model_dir,
+                "--config_file", str(tmp_path / "missing.yaml"))
+    assert "missing.yaml" in err
+
+
+def test_missing_model_dir(capsys):
+    err = fails(capsys, "train", "--experiment", "toy_regression")
+    assert "--model_dir" in err
+
+
+def test_unknown_mode_names_the_closest(capsys, model_dir):
+    err = fails(capsys, "train", "--experiment", "toy_regression", "--model_dir", model_dir,
+                "--mode", "train_and_evaluate")
+    assert "train_and_eval" in err
+
+
+def test_summary_interval_mismatch_suggests_a_value(capsys, model_dir):
+    err = fails(capsys, "train", "--experiment", "toy_regression", "--model_dir", model_dir,
+                "--params_override", "trainer.summary_interval=15")
+    assert "summary_interval" in err and "steps_per_loop" in err
+
+
+def test_existing_model_dir_is_not_damaged(capsys, tmp_path):
+    model_dir = tmp_path / "run"
+    model_dir.mkdir()
+    (model_dir / "params.yaml").write_text("keep: me\n")
+    fails(capsys, "train", "--experiment", "toy_regression", "--model_dir", str(model_dir),
+          "--params_override", "task.train_data.global_batch_size=-3")
+    assert (model_dir / "params.yaml").read_text() == "keep: me\n"
+    assert sorted(os.listdir(model_dir)) == ["params.yaml"]
+
+
+def test_help_and_list_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "from torchgarden.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "main(['list'])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "image_classification" in out.stdout and "toy_regression" in out.stdout
