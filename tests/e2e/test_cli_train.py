@@ -62,7 +62,8 @@ def test_checkpoints_are_named_by_step_and_hold_the_state(trained):
     state = load_state(os.path.join(trained, "ckpt-100"))
     assert state["global_step"]["value"] == 100
     assert set(state) >= {"model", "optimizer", "rng", "train_iterator", "global_step"}
-    meta = json.loads(open(os.path.join(trained, "ckpt-100", "meta.json")).read())
+    with open(os.path.join(trained, "ckpt-100", "meta.json")) as f:
+        meta = json.load(f)
     assert meta["step"] == 100
     assert meta["config"]["trainer"]["train_steps"] == 100
 

@@ -219,9 +219,10 @@ class Checkpoint:
 
         Args:
             state_dict: ``{name: item_state}``, as returned by :meth:`state_dict`.
-            strict: When True (the default), an item missing from ``state_dict``,
-                an extra item in it, and missing or unexpected module keys are
-                errors. When False they are skipped. Mis-shaped tensors are always
+            strict: When True (the default), an item missing from ``state_dict`` and
+                missing or unexpected module keys are errors. When False they are
+                skipped. Items in ``state_dict`` that this Checkpoint does not track
+                are always ignored (partial restore). Mis-shaped tensors are always
                 errors.
 
         Raises:
@@ -230,18 +231,14 @@ class Checkpoint:
         """
         problems = []
         skippable = False
+        # Items in the file that this Checkpoint does not track (an evaluation job
+        # reading a training checkpoint has no optimizer) are ignored, as in TF.
         missing = [n for n in self._items if n not in state_dict]
-        unexpected = [n for n in state_dict if n not in self._items]
-        if strict and (missing or unexpected):
-            skippable = True
         if strict and missing:
+            skippable = True
             problems.append(
-                f"items missing from the checkpoint ({len(missing)}): {_list_keys(missing)}"
-            )
-        if strict and unexpected:
-            problems.append(
-                f"checkpoint items not in this Checkpoint ({len(unexpected)}): "
-                f"{_list_keys(unexpected)}; checkpoint items: {sorted(state_dict)}"
+                f"items missing from the checkpoint ({len(missing)}): {_list_keys(missing)}; "
+                f"checkpoint items: {sorted(state_dict)}"
             )
         for name, item in self._items.items():
             if isinstance(item, torch.nn.Module) and name in state_dict:

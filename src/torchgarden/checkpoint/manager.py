@@ -62,8 +62,10 @@ class CheckpointManager:
     Save rules (``save(number)``), as in TensorFlow's manager:
 
     * a number that already has a checkpoint is skipped;
-    * with interval checking, ``number < last_saved + checkpoint_interval`` is skipped;
-    * the first save after construction always happens;
+    * with interval checking, a save happens only when ``number`` has reached the next
+      multiple of ``checkpoint_interval`` after the last saved (or restored) number, so
+      checkpoints land on 1000, 2000, ... (Orbit/TF instead always save the first call
+      after a fresh start and then count the interval from that step);
     * after a restore, ``last_saved`` is the restored number.
 
     Unlike Orbit, where a manager without an interval never saves,
@@ -250,14 +252,17 @@ class CheckpointManager:
             os.rename(path, os.path.join(self._directory, aside))
             self._corrupt.discard(path)
         if os.path.exists(path):
+            # A checkpoint for this number is already durable: it counts as the last save.
+            self._last_saved_number = max(self._last_saved_number or 0, number)
             return None
-        if (
-            check_interval
-            and self._checkpoint_interval is not None
-            and self._last_saved_number is not None
-            and number < self._last_saved_number + self._checkpoint_interval
-        ):
-            return None
+        if check_interval and self._checkpoint_interval is not None:
+            # Aligned intervals: save when `number` reaches the next multiple of the
+            # interval after the last save (or restore), e.g. 1000, 2000, ... even when
+            # loops end at other steps. Orbit instead saves on the first loop of a fresh
+            # start and then every `interval` steps after whatever step that was.
+            last = self._last_saved_number or 0
+            if number // self._checkpoint_interval <= last // self._checkpoint_interval:
+                return None
         state = _storage.to_host(self._checkpoint.state_dict(), copy=self._enable_async)
         version = self._version if self._version is not None else _package_version()
         config = self._config if config is None else config

@@ -165,7 +165,6 @@ class Controller:
                     eval_summary_dir, global_step=self._current_step
                 )
         self._step_timer: _StepTimer | None = None
-        self._last_summary_step: int | None = None
 
         for callback in self.callbacks:
             set_controller = getattr(callback, "set_controller", None)
@@ -261,7 +260,7 @@ class Controller:
         try:
             while current < steps and not self.stop_training:
                 num_steps = min(steps - current, self.steps_per_loop)
-                self._train_n_steps(num_steps, final=current + num_steps >= steps)
+                self._train_n_steps(num_steps)
                 self._maybe_save_checkpoint()
                 current = self._current_step()
         finally:
@@ -271,7 +270,7 @@ class Controller:
         self._sync_checkpoints()
         self._callbacks("on_train_end", self._current_step())
 
-    def _train_n_steps(self, num_steps: int, final: bool = False) -> Logs:
+    def _train_n_steps(self, num_steps: int) -> Logs:
         if self._step_timer is None:
             self._step_timer = _StepTimer(self._current_step())
         current = self._current_step()
@@ -293,10 +292,9 @@ class Controller:
             f"output: {_format_output(output)}"
         )
         output["steps_per_second"] = steps_per_sec
-        if self._should_write_train_summary(current, new_step, final):
+        if self._should_write_train_summary(current, new_step):
             self.summary_manager.write_summaries(output)
             self.summary_manager.flush()
-            self._last_summary_step = new_step
         if self._progress is not None:
             self._progress.update(new_step - current)
             loss = output.get("training_loss")
@@ -305,13 +303,11 @@ class Controller:
         self._callbacks("on_train_loop_end", new_step, output)
         return output
 
-    def _should_write_train_summary(self, before: int, after: int, final: bool) -> bool:
+    def _should_write_train_summary(self, before: int, after: int) -> bool:
+        # Written when the loop crossed a multiple of summary_interval (every loop when
+        # no interval is set).
         interval = self.summary_interval
-        if interval is None:
-            return True
-        if after // interval > before // interval:
-            return True
-        return final and self._last_summary_step != after
+        return interval is None or after // interval > before // interval
 
     # ------------------------------------------------------------------ evaluation
 

@@ -72,22 +72,24 @@ def test_retention_keeps_newest(tmp_path, make_checkpoint):
 
 def test_interval_rules(tmp_path, make_checkpoint):
     manager = CheckpointManager(make_checkpoint(), tmp_path, checkpoint_interval=10)
-    assert manager.save(3) is not None  # the first save always happens
-    assert manager.save(3, check_interval=False) is None  # exists: skipped
-    assert manager.save(12) is None  # 12 < 3 + 10
-    assert manager.save(12, check_interval=False) is not None  # forced save
-    assert manager.save(22) is not None
-    assert _names(manager) == ["ckpt-3", "ckpt-12", "ckpt-22"]
+    assert manager.save(3) is None  # before the first multiple of 10
+    assert manager.save(12) is not None  # crossed 10
+    assert manager.save(12, check_interval=False) is None  # exists: skipped
+    assert manager.save(19) is None  # still in the same interval
+    assert manager.save(15, check_interval=False) is not None  # forced save
+    assert manager.save(20) is not None  # crossed 20
+    assert _names(manager) == ["ckpt-12", "ckpt-15", "ckpt-20"]
 
     resumed = CheckpointManager(make_checkpoint(), tmp_path, checkpoint_interval=10)
     assert resumed.last_saved_number is None
-    resumed.restore(str(tmp_path / "ckpt-12"))
-    assert resumed.last_saved_number == 12
-    assert resumed.save(21) is None  # 21 < 12 + 10
-    assert resumed.save(22) is None  # exists
-    assert resumed.save(23) is not None
-    assert resumed.save(30) is None  # 30 < 23 + 10
-    assert resumed.save(33) is not None
+    resumed.restore(str(tmp_path / "ckpt-15"))
+    assert resumed.last_saved_number == 15
+    assert resumed.save(19) is None  # same interval as the restored step
+    assert resumed.save(20) is None  # exists
+    assert resumed.save(23) is None  # 23 // 10 == 20 // 10 (last save)
+    assert resumed.save(31) is not None
+    assert resumed.save(39) is None
+    assert resumed.save(40) is not None
 
 
 def test_no_interval_saves_every_call(tmp_path, make_checkpoint):
