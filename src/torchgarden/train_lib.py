@@ -30,6 +30,7 @@ __all__ = [
     "maybe_create_best_ckpt_exporter",
     "serialize_config",
     "check_mode",
+    "check_resume_compatible",
 ]
 
 _logger = logging.getLogger("torchgarden")
@@ -67,6 +68,51 @@ def serialize_config(params: ExperimentConfig, model_dir: str | os.PathLike[str]
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return path
+
+
+#: Config sections that must equal the checkpoint's to resume from it: what the model is
+#: and which task it is. Steps, intervals, data paths and the optimizer may change.
+_RESUME_KEYS = ("task._type", "task.model")
+
+
+def check_resume_compatible(params: ExperimentConfig, model_dir: str | os.PathLike[str]) -> None:
+    """Refuses to resume from ``model_dir``'s latest checkpoint under another model/task.
+
+    Raises:
+        ConfigError: Listing the differing dotted keys with both values.
+    """
+    from torchgarden.checkpoint import latest_checkpoint, read_meta
+    from torchgarden.config import ConfigError
+
+    path = latest_checkpoint(os.fspath(model_dir))
+    if path is None:
+        return
+    try:
+        saved = read_meta(path).get("config")
+    except Exception:  # A corrupt checkpoint is reported (and skipped) by the restore.
+        return
+    if not saved:
+        return
+    current = params.as_dict()
+    differences = []
+    for key in _RESUME_KEYS:
+        section, _, name = key.partition(".")
+        old = (saved.get(section) or {}).get(name)
+        new = (current.get(section) or {}).get(name)
+        if name == "model":
+            old, new = old or {}, new or {}
+            for field in sorted(set(old) | set(new)):
+                if old.get(field) != new.get(field):
+                    differences.append(f"{key}.{field}: {old.get(field)!r} -> {new.get(field)!r}")
+        elif old != new:
+            differences.append(f"{key}: {old!r} -> {new!r}")
+    if differences:
+        raise ConfigError(
+            f"cannot resume {path} under a different model or task ("
+            + "; ".join(differences[:5])
+            + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")
+            + "). Use a new --model_dir, or set task.init_checkpoint to start from its weights."
+        )
 
 
 def maybe_create_best_ckpt_exporter(params: ExperimentConfig, model_dir: str | None) -> Any:
@@ -170,6 +216,7 @@ def _build_controller(
     callbacks: Sequence[Any],
     train_actions: Sequence[Any],
     eval_actions: Sequence[Any],
+    preemption: Any = None,
 ) -> Controller:
     from torchgarden.loop.controller import Controller
     from torchgarden.summary import SummaryManager
@@ -205,6 +252,7 @@ def _build_controller(
         callbacks=callbacks,
         progress_bar=cfg.progress_bar if chief else False,
         print_logs=chief,
+        preemption=preemption,
     )
 
 
@@ -267,6 +315,11 @@ def run_experiment(
             runtime=runtime,
         )
     callbacks = list(callbacks)
+    # Callback state (early-stopping counters, best values) resumes with the run.
+    for index, callback in enumerate(callbacks):
+        if hasattr(callback, "state_dict") and hasattr(callback, "load_state_dict"):
+            trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
+    check_resume_compatible(params, model_dir)
     enable_async = bool(getattr(params.trainer, "enable_async_checkpointing", False))
     checkpoint_manager = _build_checkpoint_manager(params, trainer, model_dir, enable_async)
 
@@ -284,6 +337,15 @@ def run_experiment(
                     global_step=trainer.global_step,
                 )
             )
+    preemption = None
+    if "train" in mode and params.trainer.preemption_on_demand_checkpoint:
+        import threading
+
+        from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
+
+        if threading.current_thread() is threading.main_thread():
+            preemption = PreemptionWatcher(parse_signals(params.trainer.preemption_signals))
+            trainer.preemption = preemption
     controller = _build_controller(
         params,
         trainer,
@@ -296,8 +358,35 @@ def run_experiment(
         callbacks=callbacks,
         train_actions=actions,
         eval_actions=list(eval_actions or []),
+        preemption=preemption,
     )
 
+    if preemption is not None:
+        preemption.install()
+    try:
+        eval_logs = _run_mode(controller, trainer, params, mode)
+    finally:
+        if preemption is not None:
+            preemption.uninstall()
+            trainer.preemption = None
+    num_params = sum(p.numel() for p in trainer.unwrapped_model.parameters())
+    _logger.info("Number of parameters in model: %.6f Millions.", num_params / 1e6)
+
+    # Unlike Model Garden, train_and_eval's final in-loop evaluation (at train_steps) is
+    # reused as the post-eval result instead of evaluating the same weights twice.
+    reuse_final_eval = mode in ("train_and_eval", "continuous_train_and_eval") and eval_logs
+    if (run_post_eval or mode == "train_and_post_eval") and not reuse_final_eval:
+        eval_logs = controller.evaluate(steps=params.trainer.validation_steps)
+    for callback in callbacks:
+        on_end = getattr(callback, "on_experiment_end", None)
+        if on_end is not None:
+            on_end(eval_logs)
+    return trainer.unwrapped_model, eval_logs
+
+
+def _run_mode(
+    controller: Controller, trainer: Trainer, params: ExperimentConfig, mode: str
+) -> dict[str, Any]:
     cfg = params.trainer
     eval_logs: dict[str, Any] = {}
     if mode in ("train", "train_and_post_eval"):
@@ -319,16 +408,4 @@ def run_experiment(
         eval_logs = controller.evaluate_continuously(
             steps=cfg.validation_steps, timeout=cfg.continuous_eval_timeout, timeout_fn=timeout_fn
         )
-    num_params = sum(p.numel() for p in trainer.unwrapped_model.parameters())
-    _logger.info("Number of parameters in model: %.6f Millions.", num_params / 1e6)
-
-    # Unlike Model Garden, train_and_eval's final in-loop evaluation (at train_steps) is
-    # reused as the post-eval result instead of evaluating the same weights twice.
-    reuse_final_eval = mode in ("train_and_eval", "continuous_train_and_eval") and eval_logs
-    if (run_post_eval or mode == "train_and_post_eval") and not reuse_final_eval:
-        eval_logs = controller.evaluate(steps=cfg.validation_steps)
-    for callback in callbacks:
-        on_end = getattr(callback, "on_experiment_end", None)
-        if on_end is not None:
-            on_end(eval_logs)
-    return trainer.unwrapped_model, eval_logs
+    return eval_logs

@@ -74,6 +74,16 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _preempted() -> type[BaseException]:
+    if "torchgarden.runtime.preemption" in sys.modules:
+        return sys.modules["torchgarden.runtime.preemption"].Preempted
+    return _NeverRaised
+
+
+class _NeverRaised(Exception):
+    """Stands in for ``Preempted`` before the runtime (and torch) is imported."""
+
+
 def _message(error: BaseException) -> str:
     text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
     return " ".join(text.split()) or type(error).__name__
@@ -116,7 +126,6 @@ def _command_run(args: argparse.Namespace) -> int:
     params = parse_configuration(args)
     mode = check_mode(args.mode)
     existed = os.path.isdir(model_dir)
-    created: list[str] = []
 
     try:
         from torchgarden import registry
@@ -129,8 +138,6 @@ def _command_run(args: argparse.Namespace) -> int:
             params, task, train="train" in mode, evaluate="eval" in mode,
             model_dir=model_dir, runtime=runtime,
         )
-        if not existed:
-            created.append(model_dir)
     except _input_errors():
         if not existed and os.path.isdir(model_dir):
             shutil.rmtree(model_dir, ignore_errors=True)
@@ -178,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "train": _command_run, "eval": _command_run}
     try:
         return handlers[args.command](args)
+    except _preempted() as preempted:
+        print(f"torchgarden: {preempted}; exiting with status {preempted.exit_code} so the job "
+              "can be requeued.", file=sys.stderr)
+        return preempted.exit_code
     except KeyboardInterrupt:
         print("torchgarden: interrupted.", file=sys.stderr)
         return 128 + signal.SIGINT

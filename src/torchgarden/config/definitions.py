@@ -157,7 +157,11 @@ class TrainerConfig(Config):
     validation_summary_subdir: str = "validation"
     """Subdirectory of `model_dir` for eval summaries. Defaults to "validation"."""
     preemption_on_demand_checkpoint: bool = True
-    """Save a checkpoint when the process is asked to stop (SIGTERM). Defaults to True."""
+    """Save a checkpoint when the process is asked to stop (see `preemption_signals`) and
+    exit with status 143 so a scheduler can requeue the job. Defaults to True."""
+    preemption_signals: list[str] = _field(default_factory=lambda: ["SIGTERM", "SIGINT"])
+    """Signals that request the preemption checkpoint (e.g. add "SIGUSR1" for SLURM).
+    A second signal aborts at once. Defaults to ["SIGTERM", "SIGINT"]."""
     gradient_accumulation_steps: int = 1
     """Micro-batches whose gradients are summed before each optimizer step. Defaults to 1."""
     enable_async_checkpointing: bool = False

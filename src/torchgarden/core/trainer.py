@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -198,6 +198,16 @@ class Trainer:
         self._checkpoint: Checkpoint = Checkpoint(**items)
         self._task_train_step = task.train_step
         self._compiled_step = None
+        #: A ``runtime.PreemptionWatcher`` (set by ``run_experiment``); None = no checks.
+        self.preemption: Any = None
+        #: True when the last ``train()`` ended before ``num_steps`` (preemption, blow-up).
+        self.stopped_early = False
+        self._check_loss_every_step = bool(
+            getattr(trainer_cfg, "recovery_check_every_step", False)
+            and trainer_cfg.recovery_max_trials >= 0
+        )
+        self._last_loss: Any = None
+        self._blowup_loss: float | None = None
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -316,9 +326,32 @@ class Trainer:
                 "train()."
             )
         train_step = self.train_step
+        # Per-step stop checks cost one attribute read each unless enabled. Under
+        # torchrun ranks must stop together, so preemption is agreed on by the
+        # Controller at loop boundaries instead of here.
+        preemption = self.preemption if not self._runtime.is_distributed else None
+        check_loss = self._check_loss_every_step
+        self.stopped_early = False
         for _ in range(num_steps):
             train_step(iterator)
+            if preemption is not None and preemption.requested:
+                self.stopped_early = True
+                break
+            if check_loss and self._loss_blew_up():
+                self.stopped_early = True
+                break
         return self.train_loop_end()
+
+    def _loss_blew_up(self) -> bool:
+        """Per-step loss check (``trainer.recovery_check_every_step``): one host sync."""
+        loss = float(self._last_loss)  # Host sync, opted into by the config.
+        cfg = self._config.trainer
+        bad = loss != loss or (
+            self._global_step.value >= cfg.recovery_begin_steps and loss > cfg.loss_upper_bound
+        )
+        if bad:
+            self._blowup_loss = loss
+        return bad
 
     def train_loop_begin(self) -> None:
         """Called before each loop of ``num_steps`` steps. Puts the model in train mode."""
@@ -350,7 +383,9 @@ class Trainer:
             logs = self._task_train_step(
                 inputs, model=self._model, optimizer=optimizer, metrics=self._train_metrics
             )
-            self._train_loss.update_state(logs[Task.loss])
+            loss = logs[Task.loss]
+            self._train_loss.update_state(loss)
+            self._last_loss = loss
         else:
             total = None
             for micro_step in range(self._accumulation_steps):
@@ -361,7 +396,8 @@ class Trainer:
                 )
                 loss = logs[Task.loss]
                 total = loss if total is None else total + loss
-            self._train_loss.update_state(total / self._accumulation_steps)
+            self._last_loss = total / self._accumulation_steps
+            self._train_loss.update_state(self._last_loss)
         if self._ema is not None:
             self._ema.update(step + 1)
         self._global_step.value = step + 1
@@ -380,6 +416,10 @@ class Trainer:
         self._train_loss.sync()
         logs[self._train_loss.name] = self._train_loss.result().clone()
         self._train_loss.reset_states()
+        if self._blowup_loss is not None:
+            # Report the offending step's loss so the recovery action sees the blow-up.
+            logs[self._train_loss.name] = self._blowup_loss
+            self._blowup_loss = None
         logs["learning_rate"] = self.learning_rate()
         return logs
 
@@ -497,6 +537,3 @@ def _collect_result(logs: Logs, metric: Any) -> None:
     else:
         logs[metric.name] = result
 
-
-def _as_list(value: Sequence[Any] | None) -> list[Any]:
-    return list(value) if value else []

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from torchgarden.loop.logs import to_host
+from torchgarden.runtime.preemption import Preempted
 from torchgarden.summary import SummaryManager, SummaryManagerInterface
 
 __all__ = ["Controller", "Action"]
@@ -80,6 +81,8 @@ class Controller:
         progress_bar: Show a tqdm bar with ETA; None = when stdout is a terminal.
         enable_async_checkpointing: Accepted for Orbit parity; the manager decides.
         print_logs: Print Orbit-format log lines to stdout (also sent to ``logging``).
+        preemption: A ``runtime.PreemptionWatcher``; when it fires, the loop in progress
+            ends, a checkpoint is saved and ``runtime.Preempted`` is raised.
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Controller:
         progress_bar: bool | None = None,
         enable_async_checkpointing: bool = False,
         print_logs: bool = True,
+        preemption: Any = None,
     ) -> None:
         if trainer is None and evaluator is None:
             raise ValueError("Controller needs a `trainer` or an `evaluator` (got neither).")
@@ -142,6 +146,7 @@ class Controller:
         self.callbacks = list(callbacks)
         self.enable_async_checkpointing = enable_async_checkpointing
         self.print_logs = print_logs
+        self.preemption = preemption
         self.stop_training = False
         self._progress_bar_enabled = (
             sys.stdout.isatty() if progress_bar is None else bool(progress_bar)
@@ -277,7 +282,8 @@ class Controller:
         self._callbacks("on_train_loop_begin", current)
         train_output = self.trainer.train(num_steps) or {}  # type: ignore[union-attr]
         new_step = self._current_step()
-        if new_step - current != num_steps:
+        stopped_early = bool(getattr(self.trainer, "stopped_early", False))
+        if new_step - current != num_steps and not stopped_early:
             raise RuntimeError(
                 f"`trainer.train({num_steps})` moved the global step from {current} to "
                 f"{new_step}; a train loop must advance it by exactly {num_steps}. Increment "
@@ -301,6 +307,12 @@ class Controller:
             if isinstance(loss, float):
                 self._progress.set_postfix(loss=f"{loss:.4g}", refresh=False)
         self._callbacks("on_train_loop_end", new_step, output)
+        if self.preemption is not None and self.preemption.agreed():
+            path = self._maybe_save_checkpoint(check_interval=False)
+            self._sync_checkpoints()
+            path = path or getattr(self.checkpoint_manager, "latest_checkpoint", None)
+            self._log(f"preempted at step {new_step}: checkpoint {path}; exiting.")
+            raise Preempted(new_step, path, getattr(self.preemption, "exit_code", 143))
         return output
 
     def _should_write_train_summary(self, before: int, after: int) -> bool:
