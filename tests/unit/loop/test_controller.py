@@ -177,3 +177,14 @@ def test_orbit_log_lines(capsys):
     assert "| output: {'training_loss': 0.2}" in out[1]
     assert out[2] == " eval | step:      5 | running complete evaluation..."
     assert out[3].startswith(" eval | step:      5 | eval time: ")
+
+
+def test_progress_bar_shows_steps_and_eta(capsys):
+    step = GlobalStep()
+    controller = Controller(
+        global_step=step, trainer=FakeTrainer(step), steps_per_loop=10, progress_bar=True,
+        print_logs=False,
+    )
+    controller.train(30)
+    err = capsys.readouterr().err
+    assert "/30 [" in err and "step/s" in err and "<" in err  # tqdm: n/total [elapsed<eta, rate]
