@@ -103,3 +103,25 @@ def test_eval_mode_restores_the_latest_checkpoint(trained, capsys):
     out = capsys.readouterr().out
     assert "restored model from" in out and "ckpt-100" in out
     assert "validation_loss" in out
+
+
+def test_params_yaml_of_a_builtin_reads_back_in_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    from torchgarden.registry import get_experiment
+
+    path = tmp_path / "params.yaml"
+    get_experiment("image_classification").to_yaml(str(path))
+    code = (
+        "import sys\n"
+        "from torchgarden.config import ExperimentConfig\n"
+        "from torchgarden.registry import get_experiment\n"
+        f"p = ExperimentConfig.from_yaml({str(path)!r})\n"
+        "assert p == get_experiment('image_classification'), 'not equal'\n"
+        "assert 'torch' not in sys.modules\n"
+        "print(type(p.task).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ImageClassificationConfig"

@@ -69,6 +69,13 @@ def lookup(name: Any, *, path: str) -> type:
         )
     cls = _REGISTRY.get(name)
     if cls is None:
+        # Built-in experiments and installed plug-ins (entry points) register through the
+        # registry's own, explicit module list; nothing named by the config is imported.
+        from torchgarden import registry
+
+        registry.list_experiments()
+        cls = _REGISTRY.get(name)
+    if cls is None:
         module = name.rpartition(".")[0] or name
         raise ConfigError(
             f"{path}: config class {name!r} is not imported; import the module that "
