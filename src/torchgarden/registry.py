@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import logging
+import pathlib
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -168,10 +171,6 @@ def import_user_module(name: str) -> None:
         RegistryError: If the module cannot be imported; the message names it.
     """
     if name.endswith(".py"):
-        import importlib.util
-        import pathlib
-        import sys
-
         path = pathlib.Path(name)
         if not path.is_file():
             raise RegistryError(f"--import {name}: file not found.")
