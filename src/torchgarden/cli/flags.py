@@ -20,19 +20,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from torchgarden.train_lib import MODES  # torch-free at import time
+
 if TYPE_CHECKING:
     from torchgarden.config import ExperimentConfig
 
 __all__ = ["define_flags", "parse_configuration", "MODES"]
-
-MODES = (
-    "train",
-    "eval",
-    "train_and_eval",
-    "continuous_eval",
-    "train_and_post_eval",
-    "continuous_train_and_eval",
-)
 
 
 def define_flags(parser: argparse.ArgumentParser, *, mode_default: str | None = None) -> None:
