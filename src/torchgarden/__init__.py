@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 _SUBMODULES = (
-    "callbacks", "checkpoint", "config", "core", "data", "layers", "loop", "losses",
+    "callbacks", "checkpoint", "config", "core", "data", "distribute", "layers", "loop", "losses",
     "metrics", "optim", "registry", "runtime", "summary", "tasks", "experiments",
 )
 
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
         config,
         core,
         data,
+        distribute,
         experiments,
         layers,
         loop,

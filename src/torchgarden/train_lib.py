@@ -173,19 +173,6 @@ def create_trainer(
     )
 
 
-class _ChiefOnlyCheckpointManager:
-    """Non-chief ranks restore like the chief but never write (DDP state is replicated)."""
-
-    def __init__(self, manager: Any) -> None:
-        self._manager = manager
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._manager, name)
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 def _build_checkpoint_manager(
     params: ExperimentConfig, trainer: Trainer, model_dir: str, enable_async: bool
 ) -> Any:
@@ -200,7 +187,9 @@ def _build_checkpoint_manager(
         enable_async=enable_async,
         config=params.as_dict(),
     )
-    return manager if trainer.runtime.is_chief else _ChiefOnlyCheckpointManager(manager)
+    # Every rank restores; only rank 0 writes (the manager knows the process group, and
+    # with FSDP2 every rank takes part in gathering the state for rank 0 to write).
+    return manager
 
 
 def _build_controller(
@@ -346,20 +335,32 @@ def run_experiment(
         if threading.current_thread() is threading.main_thread():
             preemption = PreemptionWatcher(parse_signals(params.trainer.preemption_signals))
             trainer.preemption = preemption
-    controller = _build_controller(
-        params,
-        trainer,
-        mode=mode,
-        model_dir=model_dir,
-        checkpoint_manager=checkpoint_manager,
-        save_summary=save_summary,
-        summary_manager=summary_manager,
-        eval_summary_manager=eval_summary_manager,
-        callbacks=callbacks,
-        train_actions=actions,
-        eval_actions=list(eval_actions or []),
-        preemption=preemption,
-    )
+    from torchgarden.checkpoint import CheckpointMismatchError
+
+    try:  # The Controller restores the latest checkpoint (or initialises) right away.
+        controller = _build_controller(
+            params,
+            trainer,
+            mode=mode,
+            model_dir=model_dir,
+            checkpoint_manager=checkpoint_manager,
+            save_summary=save_summary,
+            summary_manager=summary_manager,
+            eval_summary_manager=eval_summary_manager,
+            callbacks=callbacks,
+            train_actions=actions,
+            eval_actions=list(eval_actions or []),
+            preemption=preemption,
+        )
+    except CheckpointMismatchError as e:
+        latest = checkpoint_manager.latest_checkpoint
+        if latest is None:  # From task.init_checkpoint, whose message says what to fix.
+            raise
+        raise CheckpointMismatchError(
+            f"{e} It cannot be resumed under this config: use a new model_dir (with "
+            f"task.init_checkpoint={latest} to start from its weights) or the config it was "
+            "written with."
+        ) from e
 
     if preemption is not None:
         preemption.install()

@@ -74,3 +74,14 @@ def test_init_checkpoint_is_used_only_for_a_fresh_model_dir(tmp_path):
     model, _ = run("train", tmp_path / "fresh", params=params)
     for key, value in model.state_dict().items():
         assert torch.equal(value, trained[key])
+
+
+def test_a_changed_constant_learning_rate_applies_after_resume(tmp_path):
+    run("train", tmp_path, params=toy(train_steps=20))
+    frozen = toy(train_steps=40)
+    frozen.override("trainer.optimizer_config.learning_rate.constant.learning_rate=0.0,"
+                    "trainer.optimizer_config.optimizer.sgd.momentum=0.0")
+    model, _ = run("train", tmp_path, params=frozen)
+    saved = torch.load(tmp_path / "ckpt-20" / "state.pt", weights_only=True)["model"]
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, saved[key]), key

@@ -10,6 +10,11 @@ A callback with state (counters, best values) implements ``state_dict`` /
 ``load_state_dict``; ``run_experiment`` puts such callbacks in the checkpoint so a
 resumed run continues with the same counters.
 
+Keras spellings: ``self.model.stop_training = True`` inside a hook also stops training
+(it is forwarded to the controller when the hook returns). Keras' epoch and batch hooks
+(``on_epoch_end``, ``on_train_batch_end``, ...) do not exist here, because the loop is
+counted in steps; defining one raises ``TypeError`` naming the hook to use instead.
+
 Example:
     >>> class DetectOverfitting(Callback):
     ...     def __init__(self, threshold: float = 1.5):
@@ -24,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,8 +56,69 @@ def lookup_metric(logs: Mapping[str, Any], name: str) -> Any:
     return value
 
 
+_HOOKS = (
+    "on_train_begin", "on_train_end", "on_train_loop_begin", "on_train_loop_end",
+    "on_eval_begin", "on_eval_end", "on_checkpoint_saved", "on_checkpoint_restored",
+    "on_experiment_end",
+)
+
+# Keras hooks the step-based Controller never calls, and what to write instead.
+_KERAS_ONLY_HOOKS = {
+    "on_epoch_begin": "on_train_loop_begin(self, step)",
+    "on_epoch_end": "on_eval_end(self, step, logs) for validation logs, or "
+                    "on_train_loop_end(self, step, logs) for train logs",
+    "on_batch_begin": "on_train_loop_begin(self, step) (runs every trainer.steps_per_loop steps)",
+    "on_batch_end": "on_train_loop_end(self, step, logs) (runs every trainer.steps_per_loop "
+                    "steps)",
+    "on_train_batch_begin": "on_train_loop_begin(self, step) (runs every "
+                            "trainer.steps_per_loop steps)",
+    "on_train_batch_end": "on_train_loop_end(self, step, logs) (runs every "
+                          "trainer.steps_per_loop steps)",
+    "on_test_begin": "on_eval_begin(self, step)",
+    "on_test_end": "on_eval_end(self, step, logs)",
+    "on_test_batch_begin": "on_eval_begin(self, step)",
+    "on_test_batch_end": "on_eval_end(self, step, logs)",
+}
+
+
+def _forwarding_model_stop(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps ``hook`` so that Keras' ``self.model.stop_training = True`` stops training."""
+
+    @functools.wraps(hook)
+    def wrapped(self: Callback, *args: Any, **kwargs: Any) -> Any:
+        result = hook(self, *args, **kwargs)
+        model = self.model
+        stop = model is not None and model.__dict__.pop("stop_training", False)
+        if stop and self.controller is not None:
+            self.controller.stop_training = True
+        return result
+
+    wrapped._tg_forwards_stop = True  # type: ignore[attr-defined]
+    return wrapped
+
+
 class Callback:
-    """Base class: override the hooks you need; every hook is a no-op by default."""
+    """Base class: override the hooks you need; every hook is a no-op by default.
+
+    Raises:
+        TypeError: At class definition, when a subclass defines a Keras-only hook such
+            as ``on_epoch_end``; the message names the torchgarden hook to use.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, replacement in _KERAS_ONLY_HOOKS.items():
+            if name in cls.__dict__:
+                raise TypeError(
+                    f"{cls.__name__}.{name} is a Keras hook that torchgarden never calls: "
+                    f"training is counted in steps, not epochs or batches. Define "
+                    f"{replacement} instead (logs keys: 'training_loss', 'validation_loss', "
+                    "metric names)."
+                )
+        for name in _HOOKS:
+            hook = cls.__dict__.get(name)
+            if callable(hook) and not getattr(hook, "_tg_forwards_stop", False):
+                setattr(cls, name, _forwarding_model_stop(hook))
 
     def __init__(self) -> None:
         self.controller: Any = None
@@ -103,11 +170,7 @@ class LambdaCallback(Callback):
         **hooks: Hook name -> callable with that hook's signature.
     """
 
-    _HOOKS = (
-        "on_train_begin", "on_train_end", "on_train_loop_begin", "on_train_loop_end",
-        "on_eval_begin", "on_eval_end", "on_checkpoint_saved", "on_checkpoint_restored",
-        "on_experiment_end",
-    )
+    _HOOKS = _HOOKS
 
     def __init__(self, **hooks: Callable[..., Any]) -> None:
         super().__init__()

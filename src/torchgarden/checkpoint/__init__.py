@@ -6,6 +6,7 @@ from torchgarden.checkpoint.errors import (
     CheckpointError,
     CheckpointFormatError,
     CheckpointMismatchError,
+    CheckpointWriteError,
     CorruptCheckpointError,
     UnsafeCheckpointError,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "CheckpointFormatError",
     "CheckpointManager",
     "CheckpointMismatchError",
+    "CheckpointWriteError",
     "CorruptCheckpointError",
     "UnsafeCheckpointError",
     "Value",

@@ -149,6 +149,16 @@ def verify(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
+def unpickling_reason(error: BaseException) -> str:
+    """The one informative line of torch's weights_only refusal (e.g. the unsupported global)."""
+    text = str(error)
+    match = re.search(r"WeightsUnpickler error: ([^\n]*?)(?:\.\s|\n|$)", text)
+    if match:
+        return match.group(1)
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else type(error).__name__
+
+
 def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Loads ``state.pt`` with ``torch.load(map_location="cpu", weights_only=True)``.
 
@@ -160,11 +170,10 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         state = torch.load(file_path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise UnsafeCheckpointError(
             f"{file_path!r} holds pickled Python objects that torch.load(weights_only=True) "
-            f"refuses ({reason}); load only checkpoints you trust, and keep state_dict() to "
-            f"tensors, numbers, strings, lists, tuples and dicts."
+            f"refuses ({unpickling_reason(e)}); load only checkpoints you trust, and keep "
+            f"state_dict() to tensors, numbers, strings, lists, tuples and dicts."
         ) from e
     except Exception as e:
         raise CorruptCheckpointError(

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint import _ranks, _storage
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.manager import CheckpointManager
 
@@ -214,7 +214,8 @@ class BestCheckpointExporter:
         self._manager.save(step, check_interval=False, config=config, extra={"best_value": value})
         logs = _scalar_logs(eval_logs)
         logs[_STEP_KEY] = step
-        _storage.atomic_write_json(self.best_ckpt_logs_path, logs)
+        if _ranks.process_rank()[0] == 0:  # Every rank tracks the best; rank 0 writes.
+            _storage.atomic_write_json(self.best_ckpt_logs_path, logs)
         self._best_ckpt_logs = logs
         return True
 

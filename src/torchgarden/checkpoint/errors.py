@@ -6,6 +6,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointFormatError",
     "CheckpointMismatchError",
+    "CheckpointWriteError",
     "CorruptCheckpointError",
     "UnsafeCheckpointError",
 ]
@@ -29,3 +30,7 @@ class CheckpointFormatError(CheckpointError):
 
 class CheckpointMismatchError(CheckpointError):
     """A checkpoint's items or keys do not match the objects being restored."""
+
+
+class CheckpointWriteError(CheckpointError):
+    """Writing a checkpoint failed (disk full, quota, I/O error); older ones are intact."""

@@ -21,9 +21,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint import _ranks, _storage
 from torchgarden.checkpoint.checkpoint import Checkpoint
-from torchgarden.checkpoint.errors import CorruptCheckpointError
+from torchgarden.checkpoint.errors import (
+    CheckpointMismatchError,
+    CheckpointWriteError,
+    CorruptCheckpointError,
+)
 
 __all__ = ["CheckpointManager", "checkpoint_number", "latest_checkpoint", "read_meta"]
 
@@ -74,6 +78,12 @@ class CheckpointManager:
     Each checkpoint is written to a hidden temp directory, fsynced, and renamed
     into place, so ``<name>-<N>`` is never half-written. After a new checkpoint is
     durable the oldest beyond ``max_to_keep`` are deleted.
+
+    Under ``torch.distributed`` only rank 0 writes; ``save`` on another rank returns
+    None. If an item's ``state_dict()`` is a collective (``collective_state_dict =
+    True``, e.g. FSDP2 state gathered by ``torchgarden.distribute``), every rank must
+    call ``save`` together: rank 0 applies the rules above and broadcasts its decision,
+    all ranks gather, rank 0 writes. Every rank restores from the files.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
@@ -240,30 +250,28 @@ class CheckpointManager:
         Raises:
             TypeError: The state holds a value ``torch.load(weights_only=True)``
                 could not read back (raised before anything is written).
+            CheckpointWriteError: The disk is full or the write failed; nothing is left
+                half-written and older checkpoints are untouched (with ``enable_async``,
+                raised by the next ``save``, ``sync`` or ``close``).
         """
         number = int(checkpoint_number)
         if number < 0:
             raise ValueError(f"checkpoint_number must be >= 0, got {number}.")
+        rank, world_size = _ranks.process_rank()
+        collective = world_size > 1 and _ranks.is_collective(self._checkpoint.items)
+        if rank != 0 and not collective:
+            return None  # Replicated state: rank 0 alone writes it.
         self.sync()
-        path = self._path(number)
-        if os.path.isdir(path) and path in self._corrupt:
-            # Keep the evidence out of the way; hidden names are never listed.
-            aside = f".{os.path.basename(path)}.corrupt-{secrets.token_hex(4)}"
-            os.rename(path, os.path.join(self._directory, aside))
-            self._corrupt.discard(path)
-        if os.path.exists(path):
-            # A checkpoint for this number is already durable: it counts as the last save.
-            self._last_saved_number = max(self._last_saved_number or 0, number)
+        due = self._save_due(number, check_interval) if rank == 0 else False
+        if collective:
+            due = _ranks.agree(due)  # Rank 0 decides; then every rank gathers.
+        if not due:
             return None
-        if check_interval and self._checkpoint_interval is not None:
-            # Aligned intervals: save when `number` reaches the next multiple of the
-            # interval after the last save (or restore), e.g. 1000, 2000, ... even when
-            # loops end at other steps. Orbit instead saves on the first loop of a fresh
-            # start and then every `interval` steps after whatever step that was.
-            last = self._last_saved_number or 0
-            if number // self._checkpoint_interval <= last // self._checkpoint_interval:
-                return None
-        state = _storage.to_host(self._checkpoint.state_dict(), copy=self._enable_async)
+        state = self._checkpoint.state_dict()
+        if rank != 0:
+            self._last_saved_number = number
+            return None
+        state = _storage.to_host(state, copy=self._enable_async)
         version = self._version if self._version is not None else _package_version()
         config = self._config if config is None else config
         if not self._enable_async:
@@ -275,7 +283,29 @@ class CheckpointManager:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-writer")
         self._pending = self._executor.submit(self._write, number, state, config, extra, version)
-        return path
+        return self._path(number)
+
+    def _save_due(self, number: int, check_interval: bool) -> bool:
+        """Applies the save rules to ``number`` (on the writing rank)."""
+        path = self._path(number)
+        if os.path.isdir(path) and path in self._corrupt:
+            # Keep the evidence out of the way; hidden names are never listed.
+            aside = f".{os.path.basename(path)}.corrupt-{secrets.token_hex(4)}"
+            os.rename(path, os.path.join(self._directory, aside))
+            self._corrupt.discard(path)
+        if os.path.exists(path):
+            # A checkpoint for this number is already durable: it counts as the last save.
+            self._last_saved_number = max(self._last_saved_number or 0, number)
+            return False
+        if check_interval and self._checkpoint_interval is not None:
+            # Aligned intervals: save when `number` reaches the next multiple of the
+            # interval after the last save (or restore), e.g. 1000, 2000, ... even when
+            # loops end at other steps. Orbit instead saves on the first loop of a fresh
+            # start and then every `interval` steps after whatever step that was.
+            last = self._last_saved_number or 0
+            if number // self._checkpoint_interval <= last // self._checkpoint_interval:
+                return False
+        return True
 
     def _write(
         self,
@@ -285,18 +315,41 @@ class CheckpointManager:
         extra: dict[str, Any] | None,
         version: str,
     ) -> str:
-        path = _storage.write_checkpoint(
-            self._directory,
-            self._checkpoint_name,
-            number,
-            state,
-            config=config,
-            extra=extra,
-            version=version,
-        )
+        try:
+            path = _storage.write_checkpoint(
+                self._directory,
+                self._checkpoint_name,
+                number,
+                state,
+                config=config,
+                extra=extra,
+                version=version,
+            )
+        except (OSError, RuntimeError) as e:
+            # torch.save reports a full disk as a RuntimeError of its zip writer.
+            if isinstance(e, RuntimeError) and "inline_container" not in str(e):
+                raise
+            raise CheckpointWriteError(self._write_failure(number, e)) from e
         self._apply_retention(keep=path)
         _storage.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
         return path
+
+    def _write_failure(self, number: int, error: BaseException) -> str:
+        if isinstance(error, OSError) and error.strerror:
+            reason = error.strerror
+        else:
+            reason = f"torch.save failed ({' '.join(str(error).split()) or type(error).__name__})"
+        try:
+            free = f" ({shutil.disk_usage(self._directory).free / 2**20:.1f} MiB free there)"
+        except OSError:
+            free = ""
+        latest = self.latest_checkpoint
+        return (
+            f"could not write checkpoint {self._checkpoint_name}-{number} in "
+            f"{self._directory!r}: {reason}{free}; the checkpoints already there are intact: "
+            f"free space, then rerun to resume from "
+            f"{os.path.basename(latest) if latest else 'the start'}."
+        )
 
     def _apply_retention(self, keep: str) -> None:
         if self._max_to_keep < 0:
@@ -366,8 +419,9 @@ class CheckpointManager:
             return candidate
         if candidates:
             raise CorruptCheckpointError(
-                f"all {len(candidates)} checkpoints in {self._directory!r} failed verification; "
-                f"restore one explicitly with restore(path, verify=False) if you must."
+                f"all {len(candidates)} checkpoints in {self._directory!r} failed verification "
+                f"(each is named in a warning); move them aside to start over, or load one "
+                f"anyway with CheckpointManager.restore(path, verify=False)."
             )
         return None
 
@@ -377,7 +431,10 @@ class CheckpointManager:
         else:
             _storage.read_meta(path)
         state = _storage.load_state(path)
-        self._checkpoint.load_state_dict(state, strict=strict)
+        try:
+            self._checkpoint.load_state_dict(state, strict=strict)
+        except CheckpointMismatchError as e:
+            raise CheckpointMismatchError(f"{path}: {e}") from e
         self._last_saved_number = _storage.checkpoint_number(path)
 
     def restore_or_initialize(self) -> str | None:

@@ -9,6 +9,7 @@ shape.
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +17,11 @@ import torch
 
 from torchgarden.checkpoint import _storage
 from torchgarden.checkpoint.checkpoint import _list_keys, _shape
-from torchgarden.checkpoint.errors import CheckpointMismatchError, CorruptCheckpointError
+from torchgarden.checkpoint.errors import (
+    CheckpointMismatchError,
+    CorruptCheckpointError,
+    UnsafeCheckpointError,
+)
 
 __all__ = ["load_model_weights"]
 
@@ -47,6 +52,12 @@ def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
     else:
         try:
             state = torch.load(resolved, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            raise UnsafeCheckpointError(
+                f"init checkpoint {resolved!r} holds pickled Python objects that "
+                f"torch.load(weights_only=True) refuses ({_storage.unpickling_reason(e)}); "
+                "load only checkpoints you trust, saved as plain state dicts."
+            ) from e
         except Exception as e:
             raise CorruptCheckpointError(
                 f"init checkpoint {resolved!r} is unreadable with weights_only=True: {e}"
@@ -137,5 +148,21 @@ def load_model_weights(
                 f"  mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}"
             )
         raise CheckpointMismatchError("\n".join(lines))
-    model.load_state_dict({k: state[k] for k in wanted}, strict=False)
+    model.load_state_dict(_shard_like_model({k: state[k] for k in wanted}, expected), strict=False)
     return resolved
+
+
+def _shard_like_model(weights: dict[str, Any], expected: Mapping[str, Any]) -> dict[str, Any]:
+    """Cuts full tensors into the shards of an FSDP2 model's ``DTensor`` weights."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return weights
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    for key, target in expected.items():
+        if key in weights and isinstance(target, DTensor):
+            full = weights[key].to(device=target.device, dtype=target.dtype)
+            # src_data_rank=None: every rank cuts its shard from its own copy.
+            weights[key] = distribute_tensor(
+                full, target.device_mesh, target.placements, src_data_rank=None
+            )
+    return weights

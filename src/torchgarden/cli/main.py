@@ -12,7 +12,8 @@ import shutil
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from torchgarden.cli.flags import MODES, define_flags, parse_configuration
 
@@ -114,9 +115,43 @@ def _check_model_dir(model_dir: str | None) -> str:
     probe = model_dir if os.path.isdir(model_dir) else parent
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise _UsageError(
+            f"--model_dir {model_dir} cannot be created: {probe} is a file, not a directory; "
+            "choose a path under a directory."
+        )
     if not os.access(probe, os.W_OK):
         raise _UsageError(f"--model_dir {model_dir} is not writable (check permissions of {probe}).")
     return model_dir
+
+
+class _ConfigWriter:
+    """Writes ``params.yaml`` once training has started: at the end of the first train
+    loop or at the first checkpoint, whichever comes first.
+
+    A run refused before that (a checkpoint that does not fit, bad data, a model whose
+    output does not fit the loss) leaves ``model_dir`` as it was.
+    """
+
+    def __init__(self, params: Any, model_dir: str, serialize: Callable[[Any, str], str]) -> None:
+        self._params, self._model_dir, self._serialize = params, model_dir, serialize
+        self._written = False
+
+    def _write(self, *_: Any) -> None:
+        if not self._written:
+            self._written = True
+            path = self._serialize(self._params, self._model_dir)
+            print(f"torchgarden: config written to {path}", flush=True)
+
+    on_train_loop_end = on_checkpoint_saved = _write
+
+
+def _remove_if_new_and_untrained(model_dir: str, existed: bool) -> None:
+    """Removes a model_dir this run created, unless it already holds a checkpoint."""
+    if existed or not os.path.isdir(model_dir):
+        return
+    if not any(name.startswith("ckpt-") for name in os.listdir(model_dir)):
+        shutil.rmtree(model_dir, ignore_errors=True)
 
 
 def _command_run(args: argparse.Namespace) -> int:
@@ -139,17 +174,19 @@ def _command_run(args: argparse.Namespace) -> int:
             model_dir=model_dir, runtime=runtime,
         )
     except _input_errors():
-        if not existed and os.path.isdir(model_dir):
-            shutil.rmtree(model_dir, ignore_errors=True)
+        _remove_if_new_and_untrained(model_dir, existed)
         raise
+    callbacks = []
+    if "train" in mode and runtime.is_chief:
+        callbacks.append(_ConfigWriter(params, model_dir, serialize_config))
     try:
-        if "train" in mode and runtime.is_chief:
-            path = serialize_config(params, model_dir)
-            print(f"torchgarden: config written to {path}", flush=True)
         _, eval_logs = run_experiment(
             task=task, mode=mode, params=params, model_dir=model_dir, trainer=trainer,
-            runtime=runtime,
+            runtime=runtime, callbacks=callbacks,
         )
+    except _input_errors():
+        _remove_if_new_and_untrained(model_dir, existed)
+        raise
     finally:
         teardown_runtime(runtime)
     if runtime.is_chief:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import signal
 from collections.abc import Iterable
 
 from torchgarden.config.base import Config
@@ -193,6 +194,18 @@ class TrainerConfig(Config):
         _require(self, "continuous_eval_timeout", self.continuous_eval_timeout >= 0, ">= 0")
         _require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, ">= 1")
         _choose(self, "best_checkpoint_metric_comp", ("higher", "lower"))
+        for name in self.preemption_signals:
+            if not isinstance(getattr(signal, _signal_name(name), None), signal.Signals):
+                key = self.field_path("preemption_signals")
+                raise ConfigError(
+                    f"{key}: unknown signal {name!r}; use names such as SIGTERM, SIGINT, SIGUSR1",
+                    key=key,
+                )
+
+
+def _signal_name(name: str) -> str:
+    upper = str(name).upper()
+    return upper if upper.startswith("SIG") else f"SIG{upper}"
 
 
 _STRATEGIES = ("auto", "off", "single", "ddp", "fsdp")

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["GlobalStep", "LossMean", "RngState"]
+__all__ = ["GlobalStep", "LossMean", "RngState", "TrainWindow"]
 
 
 class GlobalStep:
@@ -106,6 +106,47 @@ class LossMean:
     def to(self, device: torch.device | str) -> LossMean:
         self._sum = self._sum.to(device)
         return self
+
+    def state_dict(self) -> dict[str, Any]:
+        """Returns the open window: ``{"sum": 0-d tensor, "count": int}``."""
+        return {"sum": self._sum, "count": self._count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            self._sum.copy_(state["sum"])
+        self._count = int(state["count"])
+
+
+class TrainWindow:
+    """The train loop's open averaging window (loss meter + train metrics) as a checkpoint item.
+
+    Windows are reset at every loop end, so a checkpoint taken there holds zeros. A
+    preemption checkpoint taken mid-loop holds the partial sums, and the resumed run
+    finishes the window: its logged means equal an uninterrupted run's bit for bit.
+    Metrics without ``state_dict()`` (or with an empty one, e.g. torchmetrics by
+    default) restart from zero.
+
+    Args:
+        loss: The ``training_loss`` meter.
+        metrics: The train metrics.
+    """
+
+    def __init__(self, loss: LossMean, metrics: list[Any]) -> None:
+        self._loss = loss
+        self._metrics = metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        metrics = [
+            dict(m.state_dict()) if callable(getattr(m, "state_dict", None)) else {}
+            for m in self._metrics
+        ]
+        return {"loss": self._loss.state_dict(), "metrics": metrics}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._loss.load_state_dict(state["loss"])
+        for metric, metric_state in zip(self._metrics, state.get("metrics", [])):
+            if metric_state and callable(getattr(metric, "load_state_dict", None)):
+                metric.load_state_dict(metric_state)
 
 
 class RngState:

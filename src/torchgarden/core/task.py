@@ -143,7 +143,13 @@ class Task:
         from torchgarden.checkpoint import load_model_weights
 
         prefixes = list(getattr(self._task_config, "init_checkpoint_modules", None) or [])
-        load_model_weights(model, path, prefixes=prefixes)
+        try:
+            load_model_weights(model, path, prefixes=prefixes)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(
+                f"task.init_checkpoint: {e} Point it at a ckpt-<N> directory, a model_dir "
+                "holding checkpoints, or a .pt file of model weights."
+            ) from e
         _logger.info("initialized model from %s (modules: %s)", path, prefixes or "all")
 
     # ------------------------------------------------------------------ steps

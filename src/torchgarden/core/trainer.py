@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from torchgarden.core.state import GlobalStep, LossMean, RngState
+from torchgarden.core.state import GlobalStep, LossMean, RngState, TrainWindow
 from torchgarden.core.task import Logs, Task
 
 if TYPE_CHECKING:
@@ -55,8 +55,10 @@ class _GradientAccumulation:
 
     def begin(self, micro_step: int) -> None:
         self.micro_step = micro_step
-        if hasattr(self._model, "require_backward_grad_sync"):
-            self._model.require_backward_grad_sync = micro_step == self.num_steps - 1
+        from torchgarden.distribute import set_gradient_sync
+
+        # DDP all-reduce / FSDP2 reduce-scatter only on the last micro-step.
+        set_gradient_sync(self._model, micro_step == self.num_steps - 1)
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         loss = loss / self.num_steps
@@ -175,6 +177,7 @@ class Trainer:
                 if train_dataset is not None
                 else task.build_inputs(config.task.train_data, input_context=context)
             )
+            _check_yields_batches(self._train_dataset, config.task.train_data)
             self._train_iterator = DataIterator(self._train_dataset, repeat=True)
         if evaluate:
             self._validation_metrics = [
@@ -193,8 +196,16 @@ class Trainer:
             items["ema"] = self._ema
         if self._train_iterator is not None:
             items["train_iterator"] = self._train_iterator
+            items["train_window"] = TrainWindow(self._train_loss, self._train_metrics)
         items["rng"] = RngState()
         items.update(getattr(self._raw_model, "checkpoint_items", {}) or {})
+        if self._runtime.strategy == "fsdp":
+            from torchgarden import distribute
+
+            if optimizer is not None:
+                distribute.rebind_optimizer(optimizer, self._sharded_parameters)
+            # Sharded state is saved gathered, in the single-process layout (any world size).
+            items = distribute.full_state_items(items, model=self._raw_model, optimizer=optimizer)
         self._checkpoint: Checkpoint = Checkpoint(**items)
         self._task_train_step = task.train_step
         self._compiled_step = None
@@ -208,6 +219,7 @@ class Trainer:
         )
         self._last_loss: Any = None
         self._blowup_loss: float | None = None
+        self._window_open = False  # Preempted mid-loop: the resumed run finishes the window.
 
     # ------------------------------------------------------------------ construction helpers
 
@@ -221,9 +233,10 @@ class Trainer:
             ids = [runtime.device.index] if runtime.device.type == "cuda" else None
             model = DistributedDataParallel(model, device_ids=ids)
         elif runtime.strategy == "fsdp":
-            from torch.distributed.fsdp import fully_shard
+            from torchgarden.distribute import shard_model
 
-            fully_shard(model)
+            # New DTensor parameters replace the old ones; __init__ rebinds the optimizer.
+            self._sharded_parameters = shard_model(model)
         if getattr(self._config.runtime, "enable_xla", False):
             model = torch.compile(model, mode=self._config.runtime.compile_mode)
         return model
@@ -325,6 +338,7 @@ class Trainer:
                 "this Trainer was built with train=False; build it with train=True to call "
                 "train()."
             )
+        self._prepare_compiled_step()
         train_step = self.train_step
         # Per-step stop checks cost one attribute read each unless enabled. Under
         # torchrun ranks must stop together, so preemption is agreed on by the
@@ -335,12 +349,45 @@ class Trainer:
         for _ in range(num_steps):
             train_step(iterator)
             if preemption is not None and preemption.requested:
-                self.stopped_early = True
+                self.stopped_early = self._window_open = True
                 break
             if check_loss and self._loss_blew_up():
                 self.stopped_early = True
                 break
         return self.train_loop_end()
+
+    def _prepare_compiled_step(self) -> None:
+        """Builds the whole-step graph once when ``runtime.enable_xla`` is set.
+
+        Falls back (with one log line saying why) to the eager step on the compiled
+        model when the setup is not covered (see ``core._compiled_step``). With the
+        graph in use, evaluation runs the compiled model only if ``runtime.compile_eval``.
+        """
+        runtime_cfg = self._config.runtime
+        if self._compiled_step is not None or not getattr(runtime_cfg, "enable_xla", False):
+            return
+        if getattr(self, "_compiled_step_reason", None) is not None:
+            return
+        from torchgarden.core._compiled_step import CompiledTrainStep, unsupported_reason
+
+        eager_model = getattr(self._model, "_orig_mod", self._model)
+        reason = unsupported_reason(
+            task=self._task,
+            model=eager_model,
+            optimizer=self._step_optimizer,
+            strategy=self._runtime.strategy,
+            accumulation_steps=self._accumulation_steps,
+        )
+        if reason is not None:
+            self._compiled_step_reason = reason
+            _logger.info("runtime.enable_xla: compiling the model only, not the whole "
+                         "step: %s.", reason)
+            return
+        self._compiled_step = CompiledTrainStep(
+            self._task, eager_model, self._optimizer, mode=runtime_cfg.compile_mode
+        )
+        if not getattr(runtime_cfg, "compile_eval", False):
+            self._model = eager_model
 
     def _loss_blew_up(self) -> bool:
         """Per-step loss check (``trainer.recovery_check_every_step``): one host sync."""
@@ -354,8 +401,17 @@ class Trainer:
         return bad
 
     def train_loop_begin(self) -> None:
-        """Called before each loop of ``num_steps`` steps. Puts the model in train mode."""
+        """Called before each loop of ``num_steps`` steps: train mode, scheduled LR.
+
+        The learning rate is a pure function of the global step, so it is written here
+        too: a constant schedule is then right after a restore put the checkpoint's
+        ``lr`` back into the optimizer.
+        """
         self._model.train()
+        if self._optimizer is not None and self._lr_schedule is not None:
+            lr = self._lr_schedule(self._global_step.value)
+            for group in self._optimizer.param_groups:
+                group["lr"] = lr
 
     def next_train_inputs(self, iterator: Iterator[Any]) -> Any:
         """Returns the next batch, on the model's device."""
@@ -378,7 +434,11 @@ class Trainer:
             for group in self._optimizer.param_groups:
                 group["lr"] = lr
         optimizer = self._step_optimizer
-        if self._accumulation_steps == 1:
+        if self._compiled_step is not None:  # runtime.enable_xla: one graph per step.
+            loss = self._compiled_step(self.next_train_inputs(iterator), self._train_metrics)
+            self._train_loss.update_state(loss)
+            self._last_loss = loss
+        elif self._accumulation_steps == 1:
             inputs = self.next_train_inputs(iterator)
             logs = self._task_train_step(
                 inputs, model=self._model, optimizer=optimizer, metrics=self._train_metrics
@@ -405,17 +465,24 @@ class Trainer:
     def train_loop_end(self) -> Logs:
         """Collects window-averaged train metrics and loss, then resets them.
 
+        After a preemption stop mid-loop they are not reset: the preemption checkpoint
+        keeps the partial window for the resumed run to finish.
+
         Returns:
             ``{metric names..., "training_loss": ..., "learning_rate": ...}``. Values are
             device tensors or floats; the Controller reads them once per loop.
         """
         logs: Logs = {}
+        reset = not self._window_open
+        self._window_open = False
         for metric in self._train_metrics:
             _collect_result(logs, metric)
-            metric.reset_states()
+            if reset:
+                metric.reset_states()
         self._train_loss.sync()
         logs[self._train_loss.name] = self._train_loss.result().clone()
-        self._train_loss.reset_states()
+        if reset:
+            self._train_loss.reset_states()
         if self._blowup_loss is not None:
             # Report the offending step's loss so the recovery action sees the blow-up.
             logs[self._train_loss.name] = self._blowup_loss
@@ -528,6 +595,23 @@ class Trainer:
             yield
         finally:
             self._ema.swap_weights()
+
+
+def _check_yields_batches(loader: Any, data_config: Any) -> None:
+    """Fails before training when a sized train loader has no batch (e.g. fewer examples
+    than one batch under ``drop_remainder``), instead of at the first step."""
+    try:
+        empty = len(loader) == 0
+        examples = len(loader.dataset)
+    except (TypeError, AttributeError):  # Unsized iterables are checked by DataIterator.
+        return
+    if empty:
+        raise ValueError(
+            f"task.train_data yields no batch: {examples} examples "
+            f"(input_path={getattr(data_config, 'input_path', '')!r}) and global_batch_size="
+            f"{getattr(data_config, 'global_batch_size', '?')} with drop_remainder=True; lower "
+            "task.train_data.global_batch_size or set task.train_data.drop_remainder=false."
+        )
 
 
 def _collect_result(logs: Logs, metric: Any) -> None:

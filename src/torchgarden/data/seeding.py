@@ -18,7 +18,10 @@ process RNGs, which the checkpoint already saves and restores.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,8 +47,37 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _shield_from_job_signals() -> None:
+    """Keeps this DataLoader worker alive through signals meant for the whole job.
+
+    Schedulers and terminals signal every process of a job (SIGTERM, SIGINT, SLURM's
+    SIGUSR1); the main process turns them into a preemption checkpoint and then shuts
+    its workers down. A worker that died of one would crash the run first. SIGINT,
+    SIGUSR1 and SIGUSR2 are ignored; SIGTERM still ends the worker when the main
+    process sends it (its shutdown path), and is ignored from anyone else. Where
+    ``sigwaitinfo`` is missing (macOS) SIGTERM keeps torch's handling.
+    """
+    for name in ("SIGINT", "SIGUSR1", "SIGUSR2"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    if not hasattr(signal, "sigwaitinfo"):
+        return
+    parent = os.getppid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def exit_on_sigterm_from_parent() -> None:
+        while True:
+            if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
+                os._exit(0)  # What torch's worker SIGTERM handler does for its parent.
+
+    threading.Thread(target=exit_on_sigterm_from_parent, daemon=True).start()
+
+
 class WorkerSeeder:
     """A picklable `worker_init_fn` seeding each worker from `(seed, epoch, worker_id)`.
+
+    It also keeps the worker alive through the stop signals a scheduler sends to
+    every process of a job, so the main process can save its preemption checkpoint.
 
     Args:
         seed: The loader's base seed.
@@ -58,6 +90,7 @@ class WorkerSeeder:
         self.sampler = sampler
 
     def __call__(self, worker_id: int) -> None:
+        _shield_from_job_signals()
         epoch = self.sampler.epoch if self.sampler is not None else 0
         seed_all(mix_seed(self.seed, epoch, worker_id))
 

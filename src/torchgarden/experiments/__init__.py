@@ -11,6 +11,14 @@ from torchgarden.experiments.image_classification import (
     ImageClassificationModelConfig,
     image_classification,
 )
+from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig, retinanet
+from torchgarden.experiments.semantic_segmentation import (
+    GeneratedShapesConfig,
+    SegmentationDataConfig,
+    SegmentationModelConfig,
+    SemanticSegmentationConfig,
+    semantic_segmentation,
+)
 from torchgarden.experiments.toy import ToyRegressionConfig, toy_regression
 
 __all__ = [
@@ -20,4 +28,12 @@ __all__ = [
     "image_classification",
     "ToyRegressionConfig",
     "toy_regression",
+    "GeneratedShapesConfig",
+    "SegmentationDataConfig",
+    "SegmentationModelConfig",
+    "SemanticSegmentationConfig",
+    "semantic_segmentation",
+    "RetinaNetConfig",
+    "RetinaNetDataConfig",
+    "retinanet",
 ]

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -34,16 +35,33 @@ __all__ = ["Layer", "Lambda", "model_losses"]
 
 
 class Layer(nn.Module):
-    """A module whose ``forward`` may call :meth:`add_loss`; losses reset on every call."""
+    """A module whose ``forward`` may call :meth:`add_loss`; losses reset on every call.
+
+    Calling a layer accepts Keras' ``training`` argument: ``layer(x, training=True)``
+    runs this call in train mode (dropout on, batch-norm batch statistics) and
+    ``training=False`` in eval mode; the previous ``.train()``/``.eval()`` modes are
+    restored afterwards. A ``forward`` that declares ``training`` receives it instead.
+    Defaults to None: the module's current mode.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self._aux_losses: list[torch.Tensor] = []
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, training: bool | None = None, **kwargs: Any) -> Any:
         # Keras semantics: losses describe the most recent forward pass only.
         self._aux_losses = []
-        return super().__call__(*args, **kwargs)
+        if training is None:
+            return super().__call__(*args, **kwargs)
+        if _accepts_training(self.forward):
+            return super().__call__(*args, training=training, **kwargs)
+        modes = [(module, module.training) for module in self.modules()]
+        self.train(bool(training))
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            for module, mode in modes:
+                module.training = mode
 
     def add_loss(self, loss: torch.Tensor | float) -> None:
         """Records a scalar auxiliary loss for the current forward pass."""
@@ -75,6 +93,17 @@ class Lambda(nn.Module):
 
     def extra_repr(self) -> str:
         return self.name
+
+
+def _accepts_training(forward: Callable[..., Any]) -> bool:
+    """Whether ``forward`` takes a ``training`` keyword (by name or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(forward).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.name == "training" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters
+    )
 
 
 _LAYER_CACHE: weakref.WeakKeyDictionary[nn.Module, tuple[Layer, ...]] = (

@@ -8,6 +8,9 @@ Differences from Orbit, on purpose:
   * ``summary_interval`` really sets how often train scalars are written.
   * A train loop that does not advance the global step by the requested amount raises.
   * A checkpoint manager with no interval saves at every loop end (Orbit: never).
+  * With an integer ``steps_per_loop``, a loop that starts off a multiple of it (after a
+    preemption checkpoint mid-loop) ends at the next multiple, so a resumed run writes
+    its summaries at the same steps, over the same windows, as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -40,8 +43,18 @@ class _Evaluator(Protocol):
     def evaluate(self, num_steps: int) -> Logs | None: ...
 
 
+def _printable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    shape = getattr(value, "shape", None)
+    if shape is not None and len(shape) > 1:
+        # Images and other arrays go to summaries; the log line names them only.
+        return f"<{getattr(value, 'dtype', '')} array {'x'.join(map(str, shape))}>"
+    return value
+
+
 def _format_output(logs: Logs) -> str:
-    text = pprint.pformat(logs, width=100, compact=True)
+    text = pprint.pformat(_printable(logs), width=100, compact=True)
     if "\n" in text:
         return "\n" + "\n".join("    " + line for line in text.splitlines())
     return text
@@ -170,6 +183,7 @@ class Controller:
                     eval_summary_dir, global_step=self._current_step
                 )
         self._step_timer: _StepTimer | None = None
+        self._eval_at: int | None = None  # The step train_and_evaluate evaluates at next.
 
         for callback in self.callbacks:
             set_controller = getattr(callback, "set_controller", None)
@@ -209,6 +223,17 @@ class Controller:
             fn = getattr(callback, hook, None)
             if fn is not None:
                 fn(*args)
+
+    @staticmethod
+    def _write(manager: SummaryManagerInterface, output: Logs, step: int) -> None:
+        # torchgarden's own managers take the step explicitly, so one built without a
+        # global_step still writes at the right step; other implementations of the
+        # interface get Orbit's call and read the step themselves.
+        if isinstance(manager, SummaryManager):
+            manager.write_summaries(output, step=step)
+        else:
+            manager.write_summaries(output)
+        manager.flush()
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -264,16 +289,23 @@ class Controller:
         self._open_progress(current, steps)
         try:
             while current < steps and not self.stop_training:
-                num_steps = min(steps - current, self.steps_per_loop)
+                num_steps = min(steps - current, self._loop_length(current))
                 self._train_n_steps(num_steps)
-                self._maybe_save_checkpoint()
                 current = self._current_step()
+                if current != self._eval_at:  # train_and_evaluate saves after that eval.
+                    self._maybe_save_checkpoint()
         finally:
             self._close_progress()
         if checkpoint_at_completion:
             self._maybe_save_checkpoint(check_interval=False)
         self._sync_checkpoints()
         self._callbacks("on_train_end", self._current_step())
+
+    def _loop_length(self, current: int) -> int:
+        spl = self._steps_per_loop
+        if callable(spl):
+            return int(spl(current))
+        return int(spl) - current % int(spl)  # Back onto the grid after a partial loop.
 
     def _train_n_steps(self, num_steps: int) -> Logs:
         if self._step_timer is None:
@@ -299,14 +331,15 @@ class Controller:
         )
         output["steps_per_second"] = steps_per_sec
         if self._should_write_train_summary(current, new_step):
-            self.summary_manager.write_summaries(output)
-            self.summary_manager.flush()
+            self._write(self.summary_manager, output, new_step)
         if self._progress is not None:
             self._progress.update(new_step - current)
             loss = output.get("training_loss")
             if isinstance(loss, float):
                 self._progress.set_postfix(loss=f"{loss:.4g}", refresh=False)
-        self._callbacks("on_train_loop_end", new_step, output)
+        preempted_mid_loop = stopped_early and getattr(self.preemption, "requested", False)
+        if not preempted_mid_loop:  # Else the resumed run finishes the loop and reports it.
+            self._callbacks("on_train_loop_end", new_step, output)
         if self.preemption is not None and self.preemption.agreed():
             path = self._maybe_save_checkpoint(check_interval=False)
             self._sync_checkpoints()
@@ -348,8 +381,7 @@ class Controller:
             f" eval | step: {current: 6d} | {rate}eval time: {elapsed: 6.1f} sec | "
             f"output: {_format_output(output)}"
         )
-        self.eval_summary_manager.write_summaries(output)
-        self.eval_summary_manager.flush()
+        self._write(self.eval_summary_manager, output, current)
         self._callbacks("on_eval_end", current, output)
         return output
 
@@ -359,7 +391,9 @@ class Controller:
         """Alternates training and evaluation until ``train_steps``.
 
         Eval points are counted from the step at which the call starts (Orbit
-        semantics); the last evaluation happens at ``train_steps``.
+        semantics); the last evaluation happens at ``train_steps``. A checkpoint due at
+        an eval point is saved after that evaluation, so it holds the evaluation's
+        effects (callback state, best metric) and a run killed mid-evaluation redoes it.
         """
         self._require("trainer", "train_and_evaluate")
         self._require("evaluator", "train_and_evaluate")
@@ -368,8 +402,13 @@ class Controller:
         output: Logs = {}
         while current < train_steps and not self.stop_training:
             target = min(current + interval, train_steps)
-            self.train(steps=target, checkpoint_at_completion=False)
+            self._eval_at = target
+            try:
+                self.train(steps=target, checkpoint_at_completion=False)
+            finally:
+                self._eval_at = None
             output = self.evaluate(steps=eval_steps)
+            self._maybe_save_checkpoint()
             current = self._current_step()
         self._maybe_save_checkpoint(check_interval=False)
         self._sync_checkpoints()

@@ -178,16 +178,21 @@ class SparseCategoricalCrossentropy(Loss):
             probabilities (False: normalised, clipped to ``[1e-7, 1 - 1e-7]``). Defaults to
             False.
         ignore_index: Label value to skip (e.g. 255 for void pixels). Defaults to None.
+        label_smoothing: The one-hot target becomes ``y (1 - s) + s / C``, as in
+            ``CategoricalCrossentropy`` and ``F.cross_entropy(label_smoothing=s)``.
+            Defaults to 0.0.
         reduction: Defaults to ``AUTO`` (``sum_over_batch_size``).
         name: Defaults to ``"sparse_categorical_crossentropy"``.
     """
 
-    def __init__(self, from_logits: bool = False, ignore_index: int | None = None, *,
+    def __init__(self, from_logits: bool = False, ignore_index: int | None = None,
+                 label_smoothing: float = 0.0, *,
                  reduction: ReductionArg = Reduction.AUTO,
                  name: str | None = "sparse_categorical_crossentropy") -> None:
         super().__init__(reduction=reduction, name=name)
         self.from_logits = from_logits
         self.ignore_index = ignore_index
+        self.label_smoothing = _check_smoothing("SparseCategoricalCrossentropy", label_smoothing)
 
     def _labels(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
         if y_true.ndim == y_pred.ndim and y_true.shape[1] == 1:
@@ -204,12 +209,20 @@ class SparseCategoricalCrossentropy(Loss):
         labels = self._labels(y_true, y_pred)
         # F.cross_entropy cannot switch ignoring off; -100 is its default sentinel.
         ignore = self.ignore_index if self.ignore_index is not None else -100
+        smoothing = self.label_smoothing
         if self.from_logits:
-            loss = F.cross_entropy(y_pred, labels, reduction="none", ignore_index=ignore)
+            loss = F.cross_entropy(y_pred, labels, reduction="none", ignore_index=ignore,
+                                   label_smoothing=smoothing)
         else:
             p = y_pred / y_pred.sum(dim=1, keepdim=True)
             log_p = torch.log(p.clamp(EPSILON, 1.0 - EPSILON))
             loss = F.nll_loss(log_p, labels, reduction="none", ignore_index=ignore)
+            if smoothing:
+                # (1 - s) * nll + s * mean over classes of -log p; 0 where ignored.
+                uniform = -log_p.mean(dim=1)
+                if self.ignore_index is not None:
+                    uniform = torch.where(labels == self.ignore_index, 0.0, uniform)
+                loss = (1.0 - smoothing) * loss + smoothing * uniform
         mask = labels != self.ignore_index if self.ignore_index is not None else None
         return loss, mask
 

@@ -28,6 +28,32 @@ def _device_of(optimizer: torch.optim.Optimizer) -> str:
     return "cpu"
 
 
+def _fresh_fused_momentum_buffers(optimizer: Any) -> list[torch.nn.Parameter]:
+    """Parameters of a fused momentum SGD that get their momentum buffer this step."""
+    if not isinstance(optimizer, torch.optim.SGD):
+        return []
+    return [
+        p
+        for group in optimizer.param_groups
+        if group.get("fused") and group.get("momentum", 0)
+        for p in group["params"]
+        if p.grad is not None and optimizer.state.get(p, {}).get("momentum_buffer") is None
+    ]
+
+
+def _drop_if_skipped(optimizer: Any, params: list[torch.nn.Parameter]) -> None:
+    """Removes momentum buffers that a skipped fused SGD step left uninitialised.
+
+    torch's fused SGD allocates the buffers with ``empty_like`` and returns early on
+    a non-finite gradient, so they would hold arbitrary memory (training diverges and
+    stops being reproducible). Runs only until the first step that is not skipped.
+    """
+    finite = torch.stack([p.grad.isfinite().all() for p in params]).all()
+    if not bool(finite):  # Host sync: only on steps that create momentum buffers.
+        for p in params:
+            optimizer.state[p].pop("momentum_buffer", None)
+
+
 class LossScaleOptimizer:
     """Wraps an optimizer with (dynamic or fixed) loss scaling via ``GradScaler``.
 
@@ -91,6 +117,7 @@ class LossScaleOptimizer:
         self._apply_fixed_factors()
         self._scaled = False
         self._unscaled = False
+        self._watch_momentum = True  # Until every fused-SGD momentum buffer exists.
 
     def _apply_fixed_factors(self) -> None:
         # GradScaler's constructor rejects factors of 1.0, but its setters accept them, and
@@ -152,10 +179,14 @@ class LossScaleOptimizer:
         self._check_scaled("step")
         if not self._unscaled:
             self._scaler.unscale_(self.inner_optimizer)
+        fresh = _fresh_fused_momentum_buffers(self.inner_optimizer) if self._watch_momentum else []
+        self._watch_momentum = bool(fresh)
         # Fused optimizers skip in-kernel; others sync once here on the inf flag.
         self._scaler.step(self.inner_optimizer)
         self._scaler.update()
         self._unscaled = False
+        if fresh:
+            _drop_if_skipped(self.inner_optimizer, fresh)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clears the inner optimizer's gradients. ``set_to_none`` defaults to True."""
@@ -164,6 +195,7 @@ class LossScaleOptimizer:
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Adds a param group to the inner optimizer."""
         self.inner_optimizer.add_param_group(param_group)
+        self._watch_momentum = True
 
     def state_dict(self) -> dict[str, Any]:
         """Returns ``{"optimizer": ..., "loss_scaler": ..., "dynamic": ...}``.
@@ -197,6 +229,7 @@ class LossScaleOptimizer:
             self._scaler.set_growth_factor(2.0)
             self._scaler.set_backoff_factor(0.5)
         self._apply_fixed_factors()
+        self._watch_momentum = True
 
     def _check_scaled(self, method: str) -> None:
         if not self._scaled:

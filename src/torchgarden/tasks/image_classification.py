@@ -96,7 +96,13 @@ class ImageClassificationTask(Task):
     def build_inputs(
         self, params: ImageClassificationDataConfig, input_context: Any = None
     ) -> Any:
-        x, y = self._load_arrays(params)
+        try:
+            x, y = self._load_arrays(params)
+        except FileNotFoundError as e:
+            split = "train_data" if params.is_training else "validation_data"
+            raise FileNotFoundError(
+                f"{e} Set task.{split}.input_path to an existing {params.source} path."
+            ) from e
         return data.build_dataloader(
             data.ArrayDataset(x, y), params, input_context=input_context
         )

@@ -1,0 +1,90 @@
+"""Per-step loop overhead on the peers' tiny workload (Linear 64→64, MSE, SGD, batch 32).
+
+Per step = (T(6000 steps) − T(2000 steps)) / 4000, which cancels set-up; contenders are
+interleaved in one process on one thread; medians of ``--repeats`` repeats. The issue's
+target: torchgarden defaults at most +30 µs/step over the hand-written loop.
+
+Usage:
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/loop_overhead.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import _common
+import _contenders as c
+from _workloads import tiny_linear
+
+TARGET_OVERHEAD_US = 30.0
+
+
+def build_contenders(args: argparse.Namespace) -> dict[str, _common.Contender]:
+    workload, device = tiny_linear(), args.device
+    contenders = {
+        "(a) hand-written DataLoader loop": c.hand_written(workload, device),
+        "(a*) hand-written, tuned": c.hand_written_tuned(workload, device),
+        "(b) torchgarden defaults": c.torchgarden_defaults(workload, device),
+        "(c) torchgarden summaries+bar+ckpt": c.torchgarden_full(workload, device),
+    }
+    if not args.no_lightning and c.lightning_available():
+        contenders["(d) Lightning minimal"] = c.lightning_contender(workload, minimal=True, device=device)
+        contenders["(d) Lightning defaults"] = c.lightning_contender(workload, minimal=False, device=device)
+    if not args.no_compile:
+        contenders["(e) torchgarden enable_xla"] = c.torchgarden_compiled(workload, device)
+        if device != "cpu":
+            contenders["(e) torchgarden enable_xla reduce-overhead"] = c.torchgarden_compiled(
+                workload, device, mode="reduce-overhead"
+            )
+    return contenders
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """Runs the benchmark, prints the table; returns ``{contender: median µs/step}``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--short", type=int, default=2000)
+    parser.add_argument("--long", type=int, default=6000)
+    parser.add_argument("--no-lightning", action="store_true", help="skip (d)")
+    parser.add_argument("--no-compile", action="store_true", help="skip (e)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    args = parser.parse_args(argv)
+    _common.setup_threads()
+    _common.print_header("loop overhead: tiny Linear(64,64), MSE, SGD, batch 32", "loop_overhead.py", argv)
+    if not args.no_lightning and not c.lightning_available():
+        print("lightning is not importable: (d) skipped (pip install lightning to add it)")
+
+    per_step = _common.interleave(
+        build_contenders(args), short=args.short, long=args.long, repeats=args.repeats
+    )
+    us = {name: _common.median(values) * 1e6 for name, values in per_step.items()}
+    raw = us["(a) hand-written DataLoader loop"]
+    floor = us["(a*) hand-written, tuned"]
+    rows = [
+        (
+            name,
+            f"{value:.1f}",
+            f"{min(v * 1e6 for v in per_step[name]):.1f}-{max(v * 1e6 for v in per_step[name]):.1f}",
+            f"{value - raw:+.1f}",
+            f"{value / raw:.2f}",
+            f"{value - floor:+.1f}",
+        )
+        for name, value in us.items()
+    ]
+    print()
+    print(f"per-step time, median of {args.repeats} (T({args.long}) - T({args.short})) / "
+          f"{args.long - args.short}:")
+    _common.print_table(
+        ["loop", "µs/step", "range", "over (a) µs", "× (a)", "over (a*) µs"], rows
+    )
+    overhead = us["(b) torchgarden defaults"] - raw
+    verdict = "meets" if overhead <= TARGET_OVERHEAD_US else "misses"
+    print(f"\n(b) - (a) = {overhead:+.1f} µs/step: {verdict} the target of "
+          f"<= +{TARGET_OVERHEAD_US:.0f} µs/step; (b) - (a*) = "
+          f"{us['(b) torchgarden defaults'] - floor:+.1f} µs/step (framework cost alone).")
+    return us
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

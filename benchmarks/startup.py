@@ -1,0 +1,189 @@
+"""Start-up costs: ``--help``, import time, time to first step, checkpoint stall.
+
+* ``torchgarden --help`` wall time (a fresh process each time).
+* ``import torchgarden`` versus ``import torch`` (fresh processes, interleaved).
+* Time to first step: process start until the first optimizer step has run, for a
+  hand-written loop and for torchgarden's API on the toy experiment (imports of the
+  optimizer and everything else included).
+* Checkpoint stall: how long ``CheckpointManager.save()`` blocks training for a
+  ~67 MB state, synchronous versus ``enable_async=True`` (which only copies to host
+  memory before returning; the write finishes in a background thread).
+
+Medians of ``--repeats`` runs. Targets from the issue: ``--help`` <= 0.3 s and
+``import torchgarden`` <= ``import torch`` + 0.15 s.
+
+Usage:
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/startup.py [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import _common
+
+HELP_TARGET_S = 0.3
+IMPORT_TARGET_S = 0.15
+
+_FIRST_STEP_HAND_WRITTEN = """
+import torch
+import torch.nn.functional as F
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+x, y = torch.randn(32, 8), torch.randn(32, 1)
+loss = F.mse_loss(model(x), y)
+optimizer.zero_grad()
+loss.backward()
+optimizer.step()
+print("first-step-done", flush=True)
+"""
+
+_FIRST_STEP_TORCHGARDEN = """
+import torchgarden
+from torchgarden.train_lib import create_trainer
+params = torchgarden.get_experiment("toy_regression")
+trainer = create_trainer(params, torchgarden.get_task(params.task), train=True, evaluate=False)
+trainer.train(1)
+print("first-step-done", flush=True)
+"""
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def _wall(command: list[str], *, until: str | None = None) -> float:
+    """Seconds from spawning ``command`` to its exit (or to the line ``until``)."""
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1"}
+    start = time.perf_counter()
+    if until is None:
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+        return time.perf_counter() - start
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.strip() == until:
+                elapsed = time.perf_counter() - start
+                break
+        else:
+            raise RuntimeError(f"{command[:3]} exited without printing {until!r}")
+        process.wait()
+    return elapsed
+
+
+def _interleaved(commands: dict[str, list[str]], repeats: int, until: str | None = None
+                 ) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for command in commands.values():  # Warm the file cache once.
+        _wall(command, until=until)
+    for _ in range(repeats):
+        for name, command in commands.items():
+            times[name].append(_wall(command, until=until))
+    return {name: _common.median(values) for name, values in times.items()}
+
+
+def _checkpoint_stall(repeats: int) -> dict[str, float]:
+    import torch
+
+    from torchgarden.checkpoint import Checkpoint, CheckpointManager
+
+    model = torch.nn.Linear(4096, 4096)  # 16.8 M float32 values: 67 MB.
+    megabytes = sum(p.numel() * p.element_size() for p in model.parameters()) / 1e6
+    root = tempfile.mkdtemp(prefix="tg-bench-ckpt-")
+    calls: dict[str, list[float]] = {"sync": [], "async": [], "async until written": []}
+    try:
+        managers = {
+            kind: CheckpointManager(
+                Checkpoint(model=model), os.path.join(root, kind), max_to_keep=2,
+                enable_async=kind == "async",
+            )
+            for kind in ("sync", "async")
+        }
+        for number in range(1, repeats + 1):
+            for kind, manager in managers.items():
+                start = time.perf_counter()
+                manager.save(number, check_interval=False)
+                calls[kind].append(time.perf_counter() - start)
+                if kind == "async":
+                    manager.sync()
+                    calls["async until written"].append(time.perf_counter() - start)
+        for manager in managers.values():
+            manager.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    result = {kind: _common.median(values) for kind, values in calls.items()}
+    result["megabytes"] = megabytes
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """Runs every measurement and prints a table; returns the medians in seconds."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args(argv)
+    _common.setup_threads()
+    _common.print_header("start-up: --help, imports, first step, checkpoint stall", "startup.py", argv)
+    python = _python()
+    cli = os.path.join(os.path.dirname(python), "torchgarden")
+    if not os.path.exists(cli):
+        cli_command = [python, "-m", "torchgarden", "--help"]
+    else:
+        cli_command = [cli, "--help"]
+
+    imports = _interleaved(
+        {
+            "python (no imports)": [python, "-c", "pass"],
+            "import torch": [python, "-c", "import torch"],
+            "import torchgarden": [python, "-c", "import torchgarden"],
+            "import torchgarden + training API": [
+                python, "-c", "from torchgarden import Task, Trainer, Controller, run_experiment"
+            ],
+            "torchgarden --help": cli_command,
+        },
+        args.repeats,
+    )
+    first_step = _interleaved(
+        {
+            "first step, hand-written": [python, "-c", _FIRST_STEP_HAND_WRITTEN],
+            "first step, torchgarden API": [python, "-c", _FIRST_STEP_TORCHGARDEN],
+        },
+        args.repeats,
+        until="first-step-done",
+    )
+    stall = _checkpoint_stall(args.repeats)
+
+    over_torch = imports["import torchgarden + training API"] - imports["import torch"]
+    notes = {
+        "import torchgarden": "lazy: torch not imported yet",
+        "import torchgarden + training API": "imports torch",
+        "torchgarden --help": f"target <= {HELP_TARGET_S}",
+    }
+    rows = [(name, f"{value:.3f}", notes.get(name, "")) for name, value in imports.items()]
+    rows.append(("(torchgarden + training API) - import torch", f"{over_torch:+.3f}",
+                 f"target <= +{IMPORT_TARGET_S}"))
+    rows += [(name, f"{value:.3f}", "process start -> step done")
+             for name, value in first_step.items()]
+    rows += [
+        (f"checkpoint save() call, sync, {stall['megabytes']:.0f} MB", f"{stall['sync']:.3f}",
+         "blocks training"),
+        (f"checkpoint save() call, async, {stall['megabytes']:.0f} MB", f"{stall['async']:.3f}",
+         "blocks training"),
+        ("async save until written (background)", f"{stall['async until written']:.3f}", ""),
+    ]
+    print()
+    print(f"median of {args.repeats} runs, seconds:")
+    _common.print_table(["measurement", "seconds", "note"], rows)
+    return {**imports, **first_step, **{f"checkpoint {k}": v for k, v in stall.items()}}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

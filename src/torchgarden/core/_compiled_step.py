@@ -1,0 +1,410 @@
+"""The compiled whole-step path behind ``runtime.enable_xla`` (Model Garden's in-graph step).
+
+Model Garden runs forward, gradients and the optimizer update of a step inside one XLA
+graph. Here the same three phases of the default ``Task.train_step`` run as one
+``torch.compile`` graph, so a step costs one compiled call instead of a few hundred eager
+operator dispatches and a Python walk of the autograd graph:
+
+* gradients come from ``torch.func.grad_and_value`` over the model's trainable
+  parameters (``functional_call``), inside the graph;
+* the update is torch's own functional algorithm (``torch.optim.sgd.sgd``,
+  ``torch.optim.adam.adam``, ...) applied in place to the optimizer's own state tensors,
+  so ``state_dict()``, checkpoints and the eager path stay interchangeable;
+* each param group's learning rate enters as a 0-d tensor, so schedules never recompile.
+
+The first step runs eagerly through ``task.train_step``: the optimizer then creates its
+state exactly as torch does, and the graph reads that state. Every later step is one
+call of the graph (a second compile happens only if a checkpoint restore replaces the
+optimizer state with tensors of other shapes).
+
+What the path does not cover falls back to the eager step (``unsupported_reason`` says
+why): tasks that override ``train_step``, DDP/FSDP, gradient accumulation, optimizers
+other than SGD/Adam/AdamW (exact classes), optimizers with step hooks (gradient
+clipping), float16 loss scaling, and models with ``torchgarden.layers.Layer`` auxiliary
+losses.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchgarden.core.task import Task
+
+__all__ = ["CompiledTrainStep", "unsupported_reason"]
+
+
+@dataclass(frozen=True)
+class _Algorithm:
+    """How one optimizer class maps onto its torch functional update."""
+
+    function: Callable[..., None]
+    state_keys: Callable[[dict[str, Any]], tuple[str, ...]]
+    hyper: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _adam_keys(group: dict[str, Any]) -> tuple[str, ...]:
+    amsgrad = ("max_exp_avg_sq",) if group["amsgrad"] else ()
+    return ("exp_avg", "exp_avg_sq", *amsgrad, "step")
+
+
+def _adam_hyper(group: dict[str, Any]) -> dict[str, Any]:
+    beta1, beta2 = group["betas"]
+    return {
+        "amsgrad": group["amsgrad"],
+        "beta1": beta1,
+        "beta2": beta2,
+        "weight_decay": group["weight_decay"],
+        "eps": group["eps"],
+        "maximize": group["maximize"],
+        "decoupled_weight_decay": group.get("decoupled_weight_decay", False),
+    }
+
+
+def _sgd_keys(group: dict[str, Any]) -> tuple[str, ...]:
+    return ("momentum_buffer",) if group["momentum"] else ()
+
+
+def _sgd_hyper(group: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: group[key]
+        for key in ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
+    }
+
+
+def _algorithms() -> dict[type, _Algorithm]:
+    from torch.optim import adam, adamw, sgd
+
+    table = {
+        torch.optim.SGD: _Algorithm(sgd.sgd, _sgd_keys, _sgd_hyper),
+        torch.optim.Adam: _Algorithm(adam.adam, _adam_keys, _adam_hyper),
+    }
+    if "decoupled_weight_decay" in inspect.signature(adam.adam).parameters:
+        table[torch.optim.AdamW] = _Algorithm(adam.adam, _adam_keys, _adam_hyper)
+    else:  # torch < 2.7: AdamW has its own functional form.
+        table[torch.optim.AdamW] = _Algorithm(adamw.adamw, _adam_keys, _adam_hyper)
+    return table
+
+
+# Fixed keywords of torch's functional updates: the plain per-tensor algorithm, which
+# inductor fuses with the rest of the step.
+_PLAIN = {
+    "foreach": False,
+    "fused": None,
+    "capturable": False,
+    "differentiable": False,
+    "grad_scale": None,
+    "found_inf": None,
+    "has_complex": False,
+    "has_sparse_grad": False,
+}
+
+
+def _has_step_hooks(optimizer: torch.optim.Optimizer) -> bool:
+    from torch.optim import optimizer as optimizer_module
+
+    return bool(
+        getattr(optimizer, "_optimizer_step_pre_hooks", None)
+        or getattr(optimizer, "_optimizer_step_post_hooks", None)
+        or getattr(optimizer_module, "_global_optimizer_pre_hooks", None)
+        or getattr(optimizer_module, "_global_optimizer_post_hooks", None)
+    )
+
+
+def unsupported_reason(
+    *,
+    task: Task,
+    model: nn.Module,
+    optimizer: Any,
+    strategy: str = "single",
+    accumulation_steps: int = 1,
+) -> str | None:
+    """Why the whole-step graph cannot run this setup, or None when it can.
+
+    Args:
+        task: The task; its ``train_step`` must be ``Task.train_step``.
+        model: The model as trained (autocast-wrapped is fine; DDP/compiled is not).
+        optimizer: The optimizer the Trainer steps.
+        strategy: The runtime's distribution strategy. Defaults to ``"single"``.
+        accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
+    """
+    from torchgarden.layers import Layer
+
+    if type(task).train_step is not Task.train_step:
+        return f"{type(task).__name__} overrides train_step"
+    if strategy != "single":
+        return f"distribution strategy '{strategy}' (the graph has no gradient all-reduce)"
+    if accumulation_steps != 1:
+        return f"gradient_accumulation_steps={accumulation_steps}"
+    if type(optimizer) not in _algorithms():
+        return (
+            f"optimizer {type(optimizer).__name__} (supported: SGD, Adam, AdamW; float16 "
+            "loss scaling wraps the optimizer)"
+        )
+    if _has_step_hooks(optimizer):
+        return "the optimizer has step hooks (gradient clipping)"
+    if any(group.get("differentiable") for group in optimizer.param_groups):
+        return "a param group has differentiable=True"
+    if any(isinstance(module, Layer) for module in model.modules()):
+        return "the model has torchgarden Layers with auxiliary losses"
+    names = {id(p) for p in model.parameters()}
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if id(param) not in names:
+                return "the optimizer holds parameters that are not the model's"
+            if param.is_complex() or param.is_sparse:
+                return "complex or sparse parameters"
+    return None
+
+
+def _fresh_function(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of ``function`` with its own code object, hence its own compile cache.
+
+    ``torch.compile`` caches graphs per code object and stops compiling one after
+    ``recompile_limit`` (8) differently-guarded variants. Giving every Trainer its own
+    code object keeps trainers built in one process (sweeps, benchmarks, tests) from
+    using up each other's compile budget.
+    """
+    return types.FunctionType(
+        function.__code__.replace(),
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+
+
+def _whole_step(
+    step: CompiledTrainStep,
+    params: list[torch.Tensor],
+    states: list[list[list[Any]]],
+    lrs: list[torch.Tensor],
+    inputs: Any,
+) -> tuple[torch.Tensor, Any]:
+    """Forward, loss, gradients and the update of every param group: the traced step."""
+    from torch.func import functional_call, grad_and_value
+
+    task, model = step.task, step.model
+    features, labels = task.split_inputs(inputs)
+
+    def compute_loss(trainable: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
+        outputs = functional_call(model, trainable, (features,))
+        # No Layer in the model (checked), so the eager step's aux losses are empty.
+        return task.build_losses(labels, outputs, aux_losses=[]), outputs
+
+    # Outer no_grad: the graph is an inference graph to autograd (no joint graph is
+    # built); grad_and_value still differentiates inside it.
+    with torch.no_grad():
+        trainable = {name: p.detach() for name, p in zip(step.names, params)}
+        grads, (loss, outputs) = grad_and_value(compute_loss, has_aux=True)(trainable)
+        for group, group_states, lr in zip(step.groups, states, lrs):
+            group_params = [params[i] for i in group.indices]
+            group_grads = [grads[step.names[i]] for i in group.indices]
+            group.update(group_params, group_grads, group_states, lr)
+    return loss, outputs
+
+
+class _Untrusted:
+    """A signature part equal to nothing: batches holding arbitrary objects."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _signature(inputs: Any) -> Any:
+    """The part of a batch that the graph's guards check: structure, shapes, dtypes."""
+    if isinstance(inputs, torch.Tensor):
+        return (inputs.shape, inputs.stride(), inputs.dtype, inputs.device)
+    if isinstance(inputs, (tuple, list)):
+        return (type(inputs), *(_signature(item) for item in inputs))
+    if isinstance(inputs, dict):
+        return (dict, *((key, _signature(value)) for key, value in inputs.items()))
+    if inputs is None or isinstance(inputs, (bool, int, float, str)):
+        return (type(inputs), inputs)
+    return _Untrusted()
+
+
+def _skip_guards_context() -> Callable[[], Any] | None:
+    """``set_stance(skip_guard_eval_unsafe=True)`` where torch has it (2.6+), else None."""
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    if set_stance is None:
+        return None
+    try:
+        parameters = inspect.signature(set_stance).parameters
+    except (TypeError, ValueError):
+        return None
+    if "skip_guard_eval_unsafe" not in parameters:
+        return None
+    return lambda: set_stance("default", skip_guard_eval_unsafe=True)
+
+
+@dataclass
+class _Group:
+    """One optimizer param group: its parameters' positions and its bound update."""
+
+    indices: list[int]
+    keys: tuple[str, ...]
+    function: Callable[..., None]
+    keywords: dict[str, Any]
+
+    def update(
+        self,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        states: list[list[Any]],
+        lr: torch.Tensor,
+    ) -> None:
+        self.function(params, grads, *self._lists(states), lr=lr, **self.keywords)
+
+    def _lists(self, states: list[list[Any]]) -> list[list[Any]]:
+        # Adam's functional form takes (exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps);
+        # max_exp_avg_sqs is an empty list without amsgrad.
+        if "exp_avg" in self.keys and "max_exp_avg_sq" not in self.keys:
+            return [states[0], states[1], [], states[2]]
+        if not self.keys:  # SGD without momentum: no buffers.
+            return [[None] * len(self.indices)]
+        return states
+
+
+class CompiledTrainStep:
+    """Runs the default ``Task.train_step`` as one ``torch.compile`` graph per step.
+
+    Call it with a batch; it returns the detached loss and updates ``metrics`` on the
+    host side from the graph's outputs. Build it only when ``unsupported_reason``
+    returns None.
+
+    Args:
+        task: The task whose losses define the step.
+        model: The model (autocast-wrapped is fine).
+        optimizer: An ``SGD``, ``Adam`` or ``AdamW`` without step hooks.
+        mode: ``torch.compile`` mode (e.g. ``"reduce-overhead"`` for CUDA graphs on a
+            GPU). Defaults to None (torch's default).
+
+    Example:
+        >>> step = CompiledTrainStep(task, model, optimizer)
+        >>> loss = step(next(iterator), metrics=[])  # 1st call eager, later calls compiled
+    """
+
+    def __init__(
+        self, task: Task, model: nn.Module, optimizer: torch.optim.Optimizer, *,
+        mode: str | None = None,
+    ) -> None:
+        self.task = task
+        self.model = model
+        self.optimizer = optimizer
+        self.names: list[str] = []
+        self.groups: list[_Group] = []
+        function = _fresh_function(_whole_step)
+        if mode is None:
+            # Inductor's per-call size/stride asserts repeat what the guards (or, with
+            # guards skipped, _signature) already checked.
+            self._graph = torch.compile(function, fullgraph=True, options={"size_asserts": False})
+        else:
+            self._graph = torch.compile(function, fullgraph=True, mode=mode)
+        self._skip_guards = _skip_guards_context()
+        self._trusted: Any = None
+        # CUDA-graph modes: a step's outputs are dead once the next step starts.
+        self._mark_step = mode in ("reduce-overhead", "max-autotune")
+        self._params: list[torch.Tensor] = []
+        self._states: list[list[list[Any]]] = []
+        self._state_owner: Any = None
+        self._lrs: list[torch.Tensor] = []
+        self._lr_values: list[float | None] = []
+
+    def __call__(self, inputs: Any, metrics: Sequence[Any] | None = None) -> torch.Tensor:
+        optimizer = self.optimizer
+        if optimizer.state is not self._state_owner:  # First step, or state restored.
+            if not optimizer.state:
+                logs = self.task.train_step(
+                    inputs, model=self.model, optimizer=optimizer, metrics=metrics
+                )
+                self._bind()
+                return logs[Task.loss]
+            self._bind()
+        self._write_learning_rates()
+        if self._mark_step:
+            torch.compiler.cudagraph_mark_step_begin()
+        arguments = (self, self._params, self._states, self._lrs, inputs)
+        # What the graph depends on beyond fixed objects: the batch's layout, train mode
+        # and grad mode. While it is unchanged since a call that passed all guards, the
+        # guards (tens of µs per call for small models) are skipped.
+        signature = (_signature(inputs), self.model.training, torch.is_grad_enabled())
+        if signature == self._trusted and self._skip_guards is not None:
+            with self._skip_guards():
+                loss, outputs = self._graph(*arguments)
+        else:
+            loss, outputs = self._graph(*arguments)
+            self._trusted = signature
+        if metrics:
+            _, labels = self.task.split_inputs(inputs)
+            self.task.process_metrics(metrics, labels, outputs)
+        return loss
+
+    def _write_learning_rates(self) -> None:
+        values = self._lr_values
+        for i, group in enumerate(self.optimizer.param_groups):
+            lr = group["lr"]
+            # A float rate moved by the schedule: one in-place fill, no host sync. A
+            # tensor rate (capturable optimizers) is the graph's argument itself.
+            if values[i] is not None and lr != values[i]:
+                self._lrs[i].fill_(lr)
+                values[i] = lr
+
+    def _bind(self) -> None:
+        """Reads the optimizer's param groups and state into the graph's argument lists."""
+        optimizer = self.optimizer
+        algorithm = _algorithms()[type(optimizer)]
+        accepted = inspect.signature(algorithm.function).parameters
+        position = {id(p): name for name, p in self.model.named_parameters()}
+        self.names, self.groups, self._params, self._states = [], [], [], []
+        self._lrs, self._lr_values = [], []
+        for group in optimizer.param_groups:
+            # Parameters that got no gradient in the eager step are left alone, as the
+            # eager optimizer does.
+            params = [
+                p for p in group["params"]
+                if p.requires_grad and (p.grad is not None or p in optimizer.state)
+            ]
+            indices = list(range(len(self._params), len(self._params) + len(params)))
+            self._params.extend(params)
+            self.names.extend(position[id(p)] for p in params)
+            keys = algorithm.state_keys(group)
+            self._states.append([[optimizer.state[p][key] for p in params] for key in keys])
+            keywords = {**_PLAIN, **algorithm.hyper(group)}
+            # Step counters on an accelerator (fused/capturable optimizers): torch's
+            # functional updates are only traced in capturable form there, which also
+            # keeps the bias corrections on the device.
+            keywords["capturable"] = any(
+                isinstance(t, torch.Tensor) and t.device.type != "cpu"
+                for t in (optimizer.state[p].get("step") for p in params)
+            )
+            keywords = {k: v for k, v in keywords.items() if k in accepted}
+            self.groups.append(_Group(indices, keys, algorithm.function, keywords))
+            lr = group["lr"]
+            if isinstance(lr, torch.Tensor):
+                self._lrs.append(lr)
+                self._lr_values.append(None)
+            else:
+                device = params[0].device if params else torch.device("cpu")
+                self._lrs.append(torch.tensor(float(lr), dtype=torch.float32, device=device))
+                self._lr_values.append(float(lr))
+        for param in self._params:
+            param.grad = None  # The graph never reads .grad; free the eager step's.
+        if self._mark_step:
+            # CUDA graphs may update inputs in place only at fixed addresses: declare
+            # weights, optimizer state and rates static (a restore re-guards them).
+            for tensor in self._params + self._lrs + [
+                t for group in self._states for key in group for t in key
+                if isinstance(t, torch.Tensor)
+            ]:
+                torch._dynamo.mark_static_address(tensor)
+        self._state_owner = optimizer.state
+        self._trusted = None  # New tensors: the next call checks every guard again.

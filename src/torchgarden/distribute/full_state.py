@@ -1,0 +1,286 @@
+"""Checkpoint items that save FSDP2-sharded state as ordinary, unsharded state dicts.
+
+Under ``runtime.distribution_strategy=fsdp`` every parameter (and every optimizer and
+EMA tensor that follows it) is a ``DTensor`` shard. The items here gather them with
+``torch.distributed.checkpoint.state_dict`` (``full_state_dict=True, cpu_offload=True``:
+rank 0 receives the full tensors on the CPU, the other ranks an empty dict) so that
+``ckpt-N/state.pt`` holds exactly what a single process would have written:
+
+* the model's ``state_dict()`` (same keys and shapes as the unsharded model);
+* the optimizer's ``state_dict()`` in torch's index-keyed layout (the state of the
+  i-th parameter of its param groups under key i), not the FQN-keyed layout of
+  ``get_optimizer_state_dict``.
+
+A checkpoint therefore loads at any world size and under any strategy: written by 2
+FSDP ranks and read by one plain process, or the reverse. Restoring gives each rank its
+shard of the full tensors read from the file.
+
+Their ``state_dict`` / ``load_state_dict`` are collectives (``collective_state_dict =
+True``): every rank calls them together. ``CheckpointManager`` sees the flag and has
+rank 0 decide each save for all ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchgarden.distribute.sharding import reshard, shard_like
+
+__all__ = ["FullModelState", "FullOptimizerState", "FullTensorState", "full_state_items"]
+
+_MAX_LISTED = 5
+# Param-group keys that choose an implementation rather than hold training state.
+_IMPLEMENTATION_KEYS = ("fused", "foreach", "capturable", "differentiable")
+
+
+def _gather_options() -> Any:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def _load_options(strict: bool = True) -> Any:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, strict=strict)
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _listed(keys: list[str]) -> str:
+    more = len(keys) - _MAX_LISTED
+    return ", ".join(keys[:_MAX_LISTED]) + (f", ... and {more} more" if more > 0 else "")
+
+
+class FullModelState:
+    """Checkpoint item for a ``fully_shard``-ed model, saved as its full state dict.
+
+    Args:
+        model: The sharded model (``FSDPModule``); its FQNs are those of the user's model.
+
+    Example:
+        >>> ckpt = Checkpoint(model=FullModelState(model))  # doctest: +SKIP
+    """
+
+    collective_state_dict = True
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def state_dict(self) -> dict[str, Any]:
+        """The full state dict on rank 0 (CPU tensors); ``{}`` on the other ranks."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        return get_model_state_dict(self.model, options=_gather_options())
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+        """Loads a full (unsharded) state dict; each rank keeps its shard.
+
+        Args:
+            state_dict: The model state as a single process would save it.
+            strict: Missing and unexpected keys are errors. Defaults to True.
+
+        Raises:
+            ValueError: Keys are missing or unexpected (when strict) or shapes differ;
+                the message lists them.
+        """
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+        expected = self.model.state_dict()  # DTensor shapes are the global shapes.
+        missing = [k for k in expected if k not in state_dict] if strict else []
+        unexpected = [k for k in state_dict if k not in expected] if strict else []
+        misshaped = [
+            f"{k!r}: checkpoint {_shape(v)} vs model {_shape(expected[k])}"
+            for k, v in state_dict.items()
+            if k in expected and _shape(v) is not None and _shape(v) != _shape(expected[k])
+        ]
+        problems = []
+        if missing:
+            problems.append(f"missing keys ({len(missing)}): {_listed(missing)}")
+        if unexpected:
+            problems.append(f"unexpected keys ({len(unexpected)}): {_listed(unexpected)}")
+        if misshaped:
+            problems.append(f"mis-shaped keys ({len(misshaped)}): {_listed(misshaped)}")
+        if problems:
+            raise ValueError(
+                f"the checkpoint does not fit {type(self.model).__name__}: " + "; ".join(problems)
+            )
+        reshard(self.model)  # A restore mid-run must not be hidden by gathered copies.
+        set_model_state_dict(self.model, dict(state_dict), options=_load_options(strict))
+
+
+class FullOptimizerState:
+    """Checkpoint item for an optimizer of a sharded model, saved in torch's layout.
+
+    A wrapper exposing ``inner_optimizer`` (``LossScaleOptimizer``) keeps its own keys;
+    only its ``"optimizer"`` entry is gathered.
+
+    Args:
+        model: The sharded model whose parameters the optimizer updates.
+        optimizer: The optimizer (already pointed at the sharded parameters).
+    """
+
+    collective_state_dict = True
+
+    def __init__(self, model: nn.Module, optimizer: Any) -> None:
+        self.model = model
+        self.optimizer = optimizer
+
+    def _inner(self) -> torch.optim.Optimizer:
+        return getattr(self.optimizer, "inner_optimizer", self.optimizer)
+
+    def _parameter_names(self) -> list[str]:
+        """FQN of each optimizer parameter, in param-group order (torch's index order)."""
+        names = {id(param): name for name, param in self.model.named_parameters()}
+        ordered = []
+        for group in self._inner().param_groups:
+            for param in group["params"]:
+                if id(param) not in names:
+                    raise ValueError(
+                        f"the optimizer holds a parameter of shape {tuple(param.shape)} that "
+                        f"is not one of {type(self.model).__name__}'s; build it from "
+                        f"model.parameters()."
+                    )
+                ordered.append(names[id(param)])
+        return ordered
+
+    def state_dict(self) -> dict[str, Any]:
+        """The full optimizer state on rank 0 (index-keyed, CPU); ``{}`` elsewhere."""
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        inner = self._inner()
+        full = get_optimizer_state_dict(self.model, inner, options=_gather_options())
+        if not full:
+            return {}
+        index = {name: i for i, name in enumerate(self._parameter_names())}
+        indexed = {
+            "state": {index[name]: value for name, value in full["state"].items()},
+            "param_groups": [
+                {**group, "params": [index[name] for name in group["params"]]}
+                for group in full["param_groups"]
+            ],
+        }
+        if inner is self.optimizer:
+            return indexed
+        outer = self.optimizer.state_dict()
+        outer["optimizer"] = indexed
+        return outer
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Loads an index-keyed full optimizer state; each rank keeps its shards.
+
+        Raises:
+            ValueError: The state is for a different number of parameters.
+        """
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        inner = self._inner()
+        indexed = state_dict if inner is self.optimizer else state_dict["optimizer"]
+        names = self._parameter_names()
+        saved = sum(len(group["params"]) for group in indexed["param_groups"])
+        if saved != len(names) or len(indexed["param_groups"]) != len(inner.param_groups):
+            raise ValueError(
+                f"the optimizer state holds {saved} parameters in "
+                f"{len(indexed['param_groups'])} groups, this optimizer {len(names)} in "
+                f"{len(inner.param_groups)}; resume with the same model and optimizer."
+            )
+        full = {
+            "state": {names[int(i)]: value for i, value in indexed["state"].items()},
+            "param_groups": [
+                {
+                    **group,
+                    # How this process runs the update is not state: keep its choice
+                    # (a single process' fused SGD has no DTensor kernel here).
+                    **{k: current[k] for k in _IMPLEMENTATION_KEYS if k in current},
+                    "params": [names[int(i)] for i in group["params"]],
+                }
+                for group, current in zip(indexed["param_groups"], inner.param_groups)
+            ],
+        }
+        set_optimizer_state_dict(self.model, inner, full, options=_load_options())
+        if inner is not self.optimizer:
+            # The wrapper's own state (e.g. the loss scale); its inner part is reloaded
+            # from the freshly set (sharded) state, which leaves it unchanged.
+            self.optimizer.load_state_dict({**state_dict, "optimizer": inner.state_dict()})
+
+
+def _holds_dtensor(value: Any) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(value, DTensor):
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds_dtensor(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_dtensor(v) for v in value)
+    return False
+
+
+def _gather(value: Any) -> Any:
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(value, DTensor):
+        return value.full_tensor().cpu()  # Collective: every rank, same order.
+    if isinstance(value, Mapping):
+        return {k: _gather(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_gather(v) for v in value)
+    return value
+
+
+class FullTensorState:
+    """Checkpoint item wrapping any stateful object whose state holds ``DTensor`` shards.
+
+    ``state_dict`` replaces each ``DTensor`` by its full tensor (on the CPU) and
+    ``load_state_dict`` cuts full tensors back into shards laid out like the object's
+    current ones. Used for the EMA of a sharded model.
+
+    Args:
+        item: An object with ``state_dict()`` and ``load_state_dict(state)``.
+    """
+
+    collective_state_dict = True
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+    def state_dict(self) -> Any:
+        """The item's state with every DTensor gathered to a full CPU tensor."""
+        return _gather(self.item.state_dict())
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        """Loads full tensors into the item as shards shaped like its current state."""
+        self.item.load_state_dict(shard_like(state_dict, self.item.state_dict()))
+
+
+def full_state_items(
+    items: Mapping[str, Any], *, model: nn.Module, optimizer: Any = None
+) -> dict[str, Any]:
+    """Returns Trainer checkpoint ``items`` with sharded state wrapped for full saving.
+
+    ``model`` becomes a :class:`FullModelState`, ``optimizer`` a
+    :class:`FullOptimizerState`, and any other item whose state holds ``DTensor``
+    shards (e.g. the EMA) a :class:`FullTensorState`; the rest stay as they are.
+
+    Args:
+        items: Checkpoint items by name.
+        model: The ``fully_shard``-ed model.
+        optimizer: Its optimizer, or None.
+    """
+    wrapped: dict[str, Any] = {}
+    for name, item in items.items():
+        if item is model:
+            wrapped[name] = FullModelState(model)
+        elif optimizer is not None and item is optimizer:
+            wrapped[name] = FullOptimizerState(model, optimizer)
+        elif callable(getattr(item, "state_dict", None)) and _holds_dtensor(item.state_dict()):
+            wrapped[name] = FullTensorState(item)
+        else:
+            wrapped[name] = item
+    return wrapped

@@ -1,0 +1,247 @@
+"""``semantic_segmentation``: a small encoder-decoder on generated shape images.
+
+By default the data is generated on first use (no downloads) under
+``<$TORCHGARDEN_DATA_DIR or ~/.cache/torchgarden>/shapes-v1-<hash>``: 512 training
+and 128 validation 64×64 images of rectangles, ellipses and triangles (classes
+1-3, 0 = background) with clutter. Users point it at their own image/mask folders
+by config alone:
+
+```yaml
+task:
+  model: {num_classes: 21}          # background included
+  train_data: {input_path: /data/train, output_size: [256, 256], global_batch_size: 16}
+  validation_data: {input_path: /data/val, output_size: [256, 256], global_batch_size: 16}
+```
+
+where ``/data/train/images/x.jpg`` pairs with ``/data/train/masks/x.png`` (one
+channel, per-pixel class ids; 255 = ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from torchgarden.config import (
+    Config,
+    DataConfig,
+    ExperimentConfig,
+    OptimizationConfig,
+    RuntimeConfig,
+    TaskConfig,
+    TrainerConfig,
+)
+from torchgarden.config.errors import ConfigError
+from torchgarden.registry import register_experiment
+
+__all__ = [
+    "GeneratedShapesConfig",
+    "SegmentationDataConfig",
+    "SegmentationModelConfig",
+    "SemanticSegmentationConfig",
+    "semantic_segmentation",
+]
+
+_SPLITS = ("train", "validation")
+
+
+@dataclasses.dataclass
+class SegmentationDataConfig(DataConfig):
+    """Image/mask folders and the augmentation applied to them."""
+
+    split: str = ""
+    """For generated data: ``train`` or ``validation``; empty = from ``is_training``.
+    Defaults to ""."""
+    image_subdir: str = "images"
+    """Folder of images under ``input_path``. Defaults to "images"."""
+    mask_subdir: str = "masks"
+    """Folder of masks (matched to images by file stem) under ``input_path``.
+    Defaults to "masks"."""
+    output_size: list[int] = dataclasses.field(default_factory=list)
+    """``[height, width]`` every example is scale-cropped to; empty keeps the image
+    size (images must then be equally sized to batch). Defaults to []."""
+    aug_rand_hflip: bool = False
+    """Random horizontal flips. Defaults to False."""
+    aug_scale_min: float = 1.0
+    """Smallest random scale of the scale-crop (needs ``output_size``). Defaults to 1.0."""
+    aug_scale_max: float = 1.0
+    """Largest random scale of the scale-crop (needs ``output_size``). Defaults to 1.0."""
+    color_jitter: float = 0.0
+    """Strength of random brightness, contrast and saturation changes. Defaults to 0.0."""
+    preload: bool = True
+    """Decode and check every pair once at start and keep them in memory
+    (augmentation still runs every step); False reads and checks lazily per
+    example. Defaults to True."""
+
+    def check(self) -> None:
+        super().check()
+        if self.split and self.split not in _SPLITS:
+            key = self.field_path("split")
+            raise ConfigError(
+                f"{key} must be empty, 'train' or 'validation', received {self.split!r}", key=key
+            )
+        if self.output_size and (len(self.output_size) != 2 or min(self.output_size) < 1):
+            key = self.field_path("output_size")
+            raise ConfigError(
+                f"{key} must be [] or [height, width] >= 1, received {self.output_size!r}", key=key
+            )
+        if not 0 < self.aug_scale_min <= self.aug_scale_max:
+            key = self.field_path("aug_scale_min")
+            raise ConfigError(
+                f"{key} ({self.aug_scale_min}) must be > 0 and <= aug_scale_max "
+                f"({self.aug_scale_max})", key=key,
+            )
+        if (self.aug_scale_min, self.aug_scale_max) != (1.0, 1.0) and not self.output_size:
+            key = self.field_path("output_size")
+            raise ConfigError(
+                f"{key} is required when aug_scale_min/aug_scale_max are not 1; set e.g. "
+                f"{key}=[64, 64]", key=key,
+            )
+        if self.color_jitter < 0:
+            key = self.field_path("color_jitter")
+            raise ConfigError(f"{key} must be >= 0, received {self.color_jitter}", key=key)
+        augmented = self.aug_rand_hflip or self.color_jitter or self.aug_scale_min != 1.0 \
+            or self.aug_scale_max != 1.0
+        if self.cache and augmented:
+            key = self.field_path("cache")
+            raise ConfigError(
+                f"{key}=true would store one augmented copy of each example and replay it "
+                f"every epoch; set {key}=false and keep {self.field_path('preload')}=true "
+                "(decoded pairs in memory, augmentation every step)", key=key,
+            )
+
+
+@dataclasses.dataclass
+class SegmentationModelConfig(Config):
+    """The encoder-decoder network."""
+
+    num_classes: int = 4
+    """Output classes, background (0) included. Defaults to 4 (background + 3 shapes)."""
+    widths: list[int] = dataclasses.field(default_factory=lambda: [16, 32, 64, 128])
+    """Channels per encoder level, shallow to deep; each level halves the resolution.
+    Defaults to [16, 32, 64, 128]."""
+    stem_stride: int = 2
+    """Stride of the first convolution: 2 runs the network at half resolution and
+    upsamples the logits (about 4x cheaper), 1 keeps full resolution. Defaults to 2."""
+    dropout: float = 0.0
+    """Dropout before the classifier. Defaults to 0.0."""
+
+    def check(self) -> None:
+        if self.stem_stride not in (1, 2):
+            key = self.field_path("stem_stride")
+            raise ConfigError(f"{key} must be 1 or 2, received {self.stem_stride}", key=key)
+        if self.num_classes < 2:
+            key = self.field_path("num_classes")
+            raise ConfigError(
+                f"{key} must be >= 2 (background included), received {self.num_classes}", key=key
+            )
+        if not self.widths or min(self.widths) < 1:
+            key = self.field_path("widths")
+            raise ConfigError(f"{key} must be positive ints, received {self.widths}", key=key)
+
+
+@dataclasses.dataclass
+class GeneratedShapesConfig(Config):
+    """The generated shapes data used when ``*_data.input_path`` is empty."""
+
+    data_dir: str = ""
+    """Parent folder of generated data; empty = ``$TORCHGARDEN_DATA_DIR`` or
+    ``~/.cache/torchgarden``. Defaults to ""."""
+    num_train: int = 512
+    """Training images. Defaults to 512."""
+    num_validation: int = 128
+    """Validation images. Defaults to 128."""
+    image_size: int = 64
+    """Image height and width. Defaults to 64."""
+    max_objects: int = 4
+    """Most objects per image. Defaults to 4."""
+    seed: int = 0
+    """Generator seed. Defaults to 0."""
+
+
+@dataclasses.dataclass
+class SemanticSegmentationConfig(TaskConfig):
+    """Per-pixel classification with cross-entropy, mean IoU and image summaries."""
+
+    model: SegmentationModelConfig = dataclasses.field(default_factory=SegmentationModelConfig)
+    train_data: SegmentationDataConfig = dataclasses.field(
+        default_factory=lambda: SegmentationDataConfig(is_training=True)
+    )
+    validation_data: SegmentationDataConfig = dataclasses.field(
+        default_factory=lambda: SegmentationDataConfig(is_training=False)
+    )
+    generated_data: GeneratedShapesConfig = dataclasses.field(
+        default_factory=GeneratedShapesConfig
+    )
+    """Used by a split whose ``input_path`` is empty; ``model.num_classes - 1`` shape
+    classes are drawn."""
+    ignore_label: int = 255
+    """Mask value of pixels left out of the loss and the metrics. Defaults to 255."""
+    image_mean: list[float] = dataclasses.field(default_factory=lambda: [0.485, 0.456, 0.406])
+    """Per-channel mean subtracted from [0, 1] RGB images. Defaults to ImageNet's."""
+    image_std: list[float] = dataclasses.field(default_factory=lambda: [0.229, 0.224, 0.225])
+    """Per-channel std images are divided by. Defaults to ImageNet's."""
+    allow_image_summary: bool = True
+    """Write input / ground truth / prediction images with each evaluation.
+    Defaults to True."""
+    num_image_summaries: int = 4
+    """Validation examples shown in the image summaries. Defaults to 4."""
+
+    def check(self) -> None:
+        if len(self.image_mean) != 3 or len(self.image_std) != 3 or min(self.image_std) <= 0:
+            key = self.field_path("image_std")
+            raise ConfigError(
+                f"{self.field_path('image_mean')} and {key} must be 3 values (RGB), std > 0; "
+                f"received {self.image_mean} and {self.image_std}", key=key,
+            )
+        if self.ignore_label < self.model.num_classes:
+            key = self.field_path("ignore_label")
+            raise ConfigError(
+                f"{key} ({self.ignore_label}) must be >= model.num_classes "
+                f"({self.model.num_classes}); 255 is the usual choice", key=key,
+            )
+        if self.num_image_summaries < 1:
+            key = self.field_path("num_image_summaries")
+            raise ConfigError(
+                f"{key} must be >= 1, received {self.num_image_summaries}", key=key
+            )
+
+
+@register_experiment("semantic_segmentation")
+def semantic_segmentation() -> ExperimentConfig:
+    """U-Net-style model on generated 64×64 shapes: mean IoU 0.72-0.76 in ~3.5 CPU minutes."""
+    return ExperimentConfig(
+        task=SemanticSegmentationConfig(
+            train_data=SegmentationDataConfig(
+                is_training=True, global_batch_size=16, split="train", seed=0,
+                output_size=[64, 64], aug_rand_hflip=True, aug_scale_min=0.75,
+                aug_scale_max=1.25, color_jitter=0.1,
+            ),
+            validation_data=SegmentationDataConfig(
+                is_training=False, global_batch_size=32, split="validation",
+                drop_remainder=False,
+            ),
+        ),
+        trainer=TrainerConfig(
+            train_steps=2000,
+            steps_per_loop=50,
+            summary_interval=50,
+            checkpoint_interval=500,
+            validation_interval=500,
+            validation_steps=-1,
+            max_to_keep=3,
+            best_checkpoint_export_subdir="best_ckpt",
+            best_checkpoint_eval_metric="mean_iou",
+            best_checkpoint_metric_comp="higher",
+            optimizer_config=OptimizationConfig.from_dict(
+                {
+                    "optimizer": {"type": "adam"},
+                    "learning_rate": {
+                        "type": "cosine",
+                        "cosine": {"initial_learning_rate": 3e-3, "decay_steps": 2000},
+                    },
+                    "warmup": {"type": "linear", "linear": {"warmup_steps": 30}},
+                }
+            ),
+        ),
+        runtime=RuntimeConfig(seed=0),
+    )

@@ -1,0 +1,275 @@
+"""The semantic-segmentation task: per-pixel cross-entropy, mean IoU, image summaries."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from torchgarden import data, losses, metrics
+from torchgarden.core.task import Logs, Task
+from torchgarden.experiments.semantic_segmentation import (
+    SegmentationDataConfig,
+    SemanticSegmentationConfig,
+)
+from torchgarden.layers import model_losses
+from torchgarden.registry import register_task
+from torchgarden.vision.augment import Augmentation
+from torchgarden.vision.segmentation_data import SegmentationFolderDataset
+from torchgarden.vision.segmentation_model import SegmentationModel
+
+__all__ = ["ImageBatch", "SegmentationMeanIoU", "SemanticSegmentationTask", "colorize_overlay"]
+
+_logger = logging.getLogger("torchgarden")
+
+# Overlay colours of classes 1.. (class 0, background, is not drawn).
+_PALETTE = np.array(
+    [
+        [230, 25, 75], [60, 180, 75], [0, 130, 200], [255, 225, 25], [245, 130, 48],
+        [145, 30, 180], [70, 240, 240], [240, 50, 230], [210, 245, 60], [0, 128, 128],
+    ],
+    dtype=np.float32,
+)
+_IGNORE_COLOUR = np.array([255, 255, 255], dtype=np.float32)
+# Keys a validation step adds (only with image summaries) for aggregate_logs.
+_IMAGES, _LABELS, _PREDICTIONS = "_images", "_labels", "_predictions"
+
+
+class ImageBatch(np.ndarray):
+    """A uint8 `[N, H, W, 3]` array whose repr is one line, so eval log lines stay short."""
+
+    def __repr__(self) -> str:
+        return f"<{self.dtype} images {list(self.shape)}>"
+
+    __str__ = __repr__
+
+
+class SegmentationMeanIoU(metrics.MeanIoU):
+    """`MeanIoU` whose result also holds pixel accuracy and every class's IoU.
+
+    `result()` is `{name: mean IoU, "pixel_accuracy": ..., "iou": {"class_<k>": ...}}`;
+    the nested dict becomes the TensorBoard subfolder `iou/`.
+    """
+
+    def result(self) -> dict[str, Any]:  # type: ignore[override]
+        cm = self.total_cm
+        per_class = self.per_class_iou()
+        pixel_accuracy = cm.diagonal().sum() / cm.sum().clamp_min(1)
+        return {
+            self.name: super().result(),
+            "pixel_accuracy": pixel_accuracy,
+            "iou": {f"class_{k}": per_class[k] for k in range(self.num_classes)},
+        }
+
+
+def _colour(category: int) -> np.ndarray:
+    if category <= len(_PALETTE):
+        return _PALETTE[category - 1]
+    hue = (category * 0.618033988749895) % 1.0  # golden-ratio hues beyond the palette
+    return np.array([255 * abs(np.sin(np.pi * (hue + s))) for s in (0, 1 / 3, 2 / 3)],
+                    dtype=np.float32)
+
+
+def colorize_overlay(
+    images: np.ndarray, labels: np.ndarray, *, num_classes: int, ignore_label: int,
+    alpha: float = 0.7,
+) -> np.ndarray:
+    """Blends class colours over images; background (0) stays as is, ignored pixels go white.
+
+    Args:
+        images: uint8 `[N, H, W, 3]`.
+        labels: integer `[N, H, W]` class ids.
+        num_classes: Classes including background.
+        ignore_label: Label drawn white.
+        alpha: Weight of the class colour. Defaults to 0.7.
+
+    Returns:
+        uint8 `[N, H, W, 3]`.
+    """
+    out = images.astype(np.float32)
+    for category in range(1, num_classes):
+        where = labels == category
+        out[where] = (1 - alpha) * out[where] + alpha * _colour(category)
+    where = labels == ignore_label
+    out[where] = (1 - alpha) * out[where] + alpha * _IGNORE_COLOUR
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+@register_task(SemanticSegmentationConfig)
+class SemanticSegmentationTask(Task):
+    """Segmentation of image/mask folders (by default generated shapes) with mean IoU.
+
+    Validation reports `mean_iou`, `pixel_accuracy` and `iou/class_<k>`; with
+    `task.allow_image_summary` it also returns `image/input`, `image/ground_truth`
+    and `image/prediction` (uint8 `[N, H, W, 3]`, the first `num_image_summaries`
+    validation examples) for `ImageScalarSummaryManager`.
+    """
+
+    task_config: SemanticSegmentationConfig
+
+    def __init__(
+        self, params: SemanticSegmentationConfig, logging_dir: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(params, logging_dir=logging_dir, name=name)
+        self._loss_fn = losses.SparseCategoricalCrossentropy(
+            from_logits=True, ignore_index=params.ignore_label
+        )
+
+    def build_model(self) -> nn.Module:
+        model = self.task_config.model
+        return SegmentationModel(
+            model.num_classes, widths=model.widths, stem_stride=model.stem_stride,
+            dropout=model.dropout,
+        )
+
+    # ------------------------------------------------------------------ data
+
+    def data_dir(self, params: SegmentationDataConfig) -> Path:
+        """The folder holding `image_subdir`/`mask_subdir` for `params`.
+
+        An empty `input_path` generates (once) the shapes data described by
+        `task.generated_data` and returns its `split` folder.
+        """
+        paths = params.input_path
+        if isinstance(paths, str):
+            paths = [p for p in paths.split(",") if p.strip()]
+        if len(paths) > 1:
+            raise ValueError(
+                f"segmentation input_path takes one folder (holding {params.image_subdir}/ and "
+                f"{params.mask_subdir}/), got {len(paths)}: {paths}."
+            )
+        if paths:
+            return Path(paths[0].strip())
+        from torchgarden.vision.shapes import (
+            SHAPE_NAMES,
+            generate_shapes_dataset,
+            shapes_dataset_root,
+        )
+
+        config = self.task_config
+        shape_classes = config.model.num_classes - 1
+        if shape_classes > len(SHAPE_NAMES):
+            raise ValueError(
+                f"generated data has at most {len(SHAPE_NAMES)} shape classes, so "
+                f"task.model.num_classes must be <= {len(SHAPE_NAMES) + 1} without an "
+                f"input_path; got {config.model.num_classes}."
+            )
+        generated = config.generated_data
+        kwargs = {
+            "num_train": generated.num_train,
+            "num_validation": generated.num_validation,
+            "image_size": generated.image_size,
+            "num_classes": shape_classes,
+            "seed": generated.seed,
+            "max_objects": generated.max_objects,
+        }
+        root = shapes_dataset_root(**kwargs, data_root=generated.data_dir or None)
+        split = params.split or ("train" if params.is_training else "validation")
+        return Path(generate_shapes_dataset(root, **kwargs)[split])
+
+    def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation:
+        """Flip, scale-crop and colour jitter as `params` asks, then normalization."""
+        config = self.task_config
+        jitter = params.color_jitter
+        return Augmentation(
+            output_size=tuple(params.output_size) if params.output_size else None,
+            horizontal_flip=params.aug_rand_hflip,
+            scale_range=(params.aug_scale_min, params.aug_scale_max),
+            brightness=jitter,
+            contrast=jitter,
+            saturation=jitter,
+            mean=config.image_mean,
+            std=config.image_std,
+            mask_fill=config.ignore_label,
+        )
+
+    def build_inputs(self, params: SegmentationDataConfig, input_context: Any = None) -> Any:
+        folder = self.data_dir(params)
+        dataset = SegmentationFolderDataset(
+            folder / params.image_subdir,
+            folder / params.mask_subdir,
+            num_classes=self.task_config.model.num_classes,
+            augment=self.build_augmentation(params),
+            ignore_label=self.task_config.ignore_label,
+            preload=params.preload,
+        )
+        _logger.info("segmentation data: %d pairs from %s", len(dataset), folder)
+        return data.build_dataloader(dataset, params, input_context=input_context)
+
+    # ------------------------------------------------------------------ losses and metrics
+
+    def build_losses(
+        self, labels: torch.Tensor, model_outputs: torch.Tensor,
+        aux_losses: Sequence[torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Per-pixel cross-entropy averaged over non-ignored pixels, plus `aux_losses`."""
+        loss = self._loss_fn(labels, model_outputs)
+        if aux_losses:
+            loss = loss + torch.stack([a.float() for a in aux_losses]).sum()
+        return loss
+
+    def build_metrics(self, training: bool = True) -> list[Any]:
+        if training:
+            return []
+        return [
+            SegmentationMeanIoU(
+                num_classes=self.task_config.model.num_classes,
+                ignore_index=self.task_config.ignore_label,
+                name="mean_iou",
+            )
+        ]
+
+    # ------------------------------------------------------------------ evaluation
+
+    def validation_step(
+        self, inputs: Any, model: nn.Module, metrics: Sequence[Any] | None = None
+    ) -> Logs:
+        """Loss and IoU updates; with image summaries also passes the batch on."""
+        features, labels = self.split_inputs(inputs)
+        outputs = self.inference_step(features, model)
+        loss = self.build_losses(labels, outputs, aux_losses=model_losses(model))
+        if metrics:
+            self.process_metrics(metrics, labels, outputs)
+        logs: Logs = {self.loss: loss.detach()}
+        if self.task_config.allow_image_summary:
+            logs.update({_IMAGES: features, _LABELS: labels, _PREDICTIONS: outputs.argmax(1)})
+        return logs
+
+    def aggregate_logs(self, state: Any = None, step_logs: Logs | None = None) -> Any:
+        """Keeps the first `num_image_summaries` validation examples on the host."""
+        if not step_logs or _IMAGES not in step_logs:
+            return state
+        state = state or {_IMAGES: [], _LABELS: [], _PREDICTIONS: []}
+        wanted = self.task_config.num_image_summaries - sum(len(x) for x in state[_IMAGES])
+        if wanted > 0:
+            for key in (_IMAGES, _LABELS, _PREDICTIONS):
+                state[key].append(step_logs[key][:wanted].detach().cpu())  # sync: a few examples
+        return state
+
+    def reduce_aggregated_logs(self, aggregated_logs: Any, global_step: int | None = None) -> Logs:
+        """Returns `image/input`, `image/ground_truth` and `image/prediction` (uint8 NHWC)."""
+        del global_step
+        if not aggregated_logs or not aggregated_logs[_IMAGES]:
+            return {}
+        config = self.task_config
+        images = torch.cat(aggregated_logs[_IMAGES]).float()
+        mean = torch.tensor(config.image_mean).view(1, 3, 1, 1)
+        std = torch.tensor(config.image_std).view(1, 3, 1, 1)
+        pixels = (images * std + mean).clamp(0, 1).mul(255).round().to(torch.uint8)
+        pixels = pixels.permute(0, 2, 3, 1).numpy()
+        labels = torch.cat(aggregated_logs[_LABELS]).numpy()
+        predictions = torch.cat(aggregated_logs[_PREDICTIONS]).numpy()
+        overlay = {
+            "num_classes": config.model.num_classes, "ignore_label": config.ignore_label
+        }
+        return {
+            "image/input": pixels.view(ImageBatch),
+            "image/ground_truth": colorize_overlay(pixels, labels, **overlay).view(ImageBatch),
+            "image/prediction": colorize_overlay(pixels, predictions, **overlay).view(ImageBatch),
+        }
