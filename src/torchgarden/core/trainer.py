@@ -476,6 +476,9 @@ class Trainer:
         reset = not self._window_open
         self._window_open = False
         for metric in self._train_metrics:
+            sync = getattr(metric, "sync", None)
+            if sync is not None:
+                sync()  # All-reduce over ranks (no-op in one process).
             _collect_result(logs, metric)
             if reset:
                 metric.reset_states()
