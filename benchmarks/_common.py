@@ -32,6 +32,7 @@ __all__ = [
     "reproduce_command",
     "setup_threads",
     "timed",
+    "use_clock",
 ]
 
 Contender = Callable[[int], float]
@@ -80,16 +81,34 @@ def quiet() -> Iterator[None]:
         yield
 
 
+_clock: Callable[[], float] = time.perf_counter
+
+
+def use_clock(name: str) -> None:
+    """Times contenders with ``"wall"`` (perf_counter) or ``"cpu"`` (process_time).
+
+    On a shared machine the CPU time of this process is the steadier measure of
+    single-threaded work: it leaves out time the process waited for a core. It still
+    counts every thread of the process (summary writers, async checkpoints). GPU runs
+    use wall time (the host may sleep while the device works).
+    """
+    global _clock
+    clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+    if name not in clocks:
+        raise ValueError(f"unknown clock {name!r}; expected 'wall' or 'cpu'.")
+    _clock = clocks[name]
+
+
 def timed(function: Callable[[], object], device: str = "cpu") -> float:
-    """Seconds that ``function()`` took (perf_counter), its GPU work included."""
+    """Seconds that ``function()`` took on the chosen clock, its GPU work included."""
     cuda = device != "cpu"
     if cuda:
         torch.cuda.synchronize()
-    start = time.perf_counter()
+    start = _clock()
     function()
     if cuda:
         torch.cuda.synchronize()
-    return time.perf_counter() - start
+    return _clock() - start
 
 
 def interleave(
@@ -138,7 +157,7 @@ def median(values: Sequence[float]) -> float:
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     """A GitHub-markdown table (pasted as is into docs/performance.md)."""
     cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in cells:

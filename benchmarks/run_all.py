@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-lightning", action="store_true")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default=None,
+                        help="default: cpu (process time) on a CPU device, wall on a GPU")
     args = parser.parse_args(argv)
     _common.setup_threads()
     _common.print_header("all benchmarks", "run_all.py", argv)
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         loop_args += ["--short", "500", "--long", "1500"]
     loop_args += ["--no-lightning"] * args.no_lightning + ["--no-compile"] * args.no_compile
+    loop_args += ["--clock", args.clock] if args.clock else []
     print()
     tiny = loop_overhead.main(loop_args)
     print()

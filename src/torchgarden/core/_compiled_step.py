@@ -15,7 +15,17 @@ operator dispatches and a Python walk of the autograd graph:
 The first step runs eagerly through ``task.train_step``: the optimizer then creates its
 state exactly as torch does, and the graph reads that state. Every later step is one
 call of the graph (a second compile happens only if a checkpoint restore replaces the
-optimizer state with tensors of other shapes).
+optimizer state with tensors of other shapes, or a batch of another shape arrives).
+Hyperparameters other than the learning rate (momentum, betas, weight decay) are read
+when the graph is bound to the optimizer: at the first step and after a restore.
+
+Per-call cost matters for small models, so two of torch.compile's per-call checks are
+not repeated: inductor's size asserts are off, and while a batch has the same
+structure, shapes, strides and dtypes as one that passed every guard (and train and
+grad modes are unchanged), the call runs under ``set_stance(skip_guard_eval_unsafe=
+True)``. Anything else (a new shape, a restore) goes through the full guards again.
+Each Trainer compiles its own copy of the step function, so trainers built in one
+process never share (or exhaust) a compile cache.
 
 What the path does not cover falls back to the eager step (``unsupported_reason`` says
 why): tasks that override ``train_step``, DDP/FSDP, gradient accumulation, optimizers
@@ -29,92 +39,15 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from torchgarden.core._functional_optim import GroupUpdate, has_step_hooks, is_supported
 from torchgarden.core.task import Task
 
 __all__ = ["CompiledTrainStep", "unsupported_reason"]
-
-
-@dataclass(frozen=True)
-class _Algorithm:
-    """How one optimizer class maps onto its torch functional update."""
-
-    function: Callable[..., None]
-    state_keys: Callable[[dict[str, Any]], tuple[str, ...]]
-    hyper: Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def _adam_keys(group: dict[str, Any]) -> tuple[str, ...]:
-    amsgrad = ("max_exp_avg_sq",) if group["amsgrad"] else ()
-    return ("exp_avg", "exp_avg_sq", *amsgrad, "step")
-
-
-def _adam_hyper(group: dict[str, Any]) -> dict[str, Any]:
-    beta1, beta2 = group["betas"]
-    return {
-        "amsgrad": group["amsgrad"],
-        "beta1": beta1,
-        "beta2": beta2,
-        "weight_decay": group["weight_decay"],
-        "eps": group["eps"],
-        "maximize": group["maximize"],
-        "decoupled_weight_decay": group.get("decoupled_weight_decay", False),
-    }
-
-
-def _sgd_keys(group: dict[str, Any]) -> tuple[str, ...]:
-    return ("momentum_buffer",) if group["momentum"] else ()
-
-
-def _sgd_hyper(group: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: group[key]
-        for key in ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
-    }
-
-
-def _algorithms() -> dict[type, _Algorithm]:
-    from torch.optim import adam, adamw, sgd
-
-    table = {
-        torch.optim.SGD: _Algorithm(sgd.sgd, _sgd_keys, _sgd_hyper),
-        torch.optim.Adam: _Algorithm(adam.adam, _adam_keys, _adam_hyper),
-    }
-    if "decoupled_weight_decay" in inspect.signature(adam.adam).parameters:
-        table[torch.optim.AdamW] = _Algorithm(adam.adam, _adam_keys, _adam_hyper)
-    else:  # torch < 2.7: AdamW has its own functional form.
-        table[torch.optim.AdamW] = _Algorithm(adamw.adamw, _adam_keys, _adam_hyper)
-    return table
-
-
-# Fixed keywords of torch's functional updates: the plain per-tensor algorithm, which
-# inductor fuses with the rest of the step.
-_PLAIN = {
-    "foreach": False,
-    "fused": None,
-    "capturable": False,
-    "differentiable": False,
-    "grad_scale": None,
-    "found_inf": None,
-    "has_complex": False,
-    "has_sparse_grad": False,
-}
-
-
-def _has_step_hooks(optimizer: torch.optim.Optimizer) -> bool:
-    from torch.optim import optimizer as optimizer_module
-
-    return bool(
-        getattr(optimizer, "_optimizer_step_pre_hooks", None)
-        or getattr(optimizer, "_optimizer_step_post_hooks", None)
-        or getattr(optimizer_module, "_global_optimizer_pre_hooks", None)
-        or getattr(optimizer_module, "_global_optimizer_post_hooks", None)
-    )
 
 
 def unsupported_reason(
@@ -142,12 +75,12 @@ def unsupported_reason(
         return f"distribution strategy '{strategy}' (the graph has no gradient all-reduce)"
     if accumulation_steps != 1:
         return f"gradient_accumulation_steps={accumulation_steps}"
-    if type(optimizer) not in _algorithms():
+    if not is_supported(optimizer):
         return (
             f"optimizer {type(optimizer).__name__} (supported: SGD, Adam, AdamW; float16 "
             "loss scaling wraps the optimizer)"
         )
-    if _has_step_hooks(optimizer):
+    if has_step_hooks(optimizer):
         return "the optimizer has step hooks (gradient clipping)"
     if any(group.get("differentiable") for group in optimizer.param_groups):
         return "a param group has differentiable=True"
@@ -183,6 +116,7 @@ def _fresh_function(function: Callable[..., Any]) -> Callable[..., Any]:
 def _whole_step(
     step: CompiledTrainStep,
     params: list[torch.Tensor],
+    buffers: list[torch.Tensor],
     states: list[list[list[Any]]],
     lrs: list[torch.Tensor],
     inputs: Any,
@@ -193,8 +127,12 @@ def _whole_step(
     task, model = step.task, step.model
     features, labels = task.split_inputs(inputs)
 
-    def compute_loss(trainable: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
-        outputs = functional_call(model, trainable, (features,))
+    def compute_loss(
+        trainable: dict[str, torch.Tensor], state: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, Any]:
+        # Buffers enter as an argument that is not differentiated, so in-place updates
+        # (batch-norm statistics) are allowed inside the gradient transform.
+        outputs = functional_call(model, {**trainable, **state}, (features,))
         # No Layer in the model (checked), so the eager step's aux losses are empty.
         return task.build_losses(labels, outputs, aux_losses=[]), outputs
 
@@ -202,7 +140,8 @@ def _whole_step(
     # built); grad_and_value still differentiates inside it.
     with torch.no_grad():
         trainable = {name: p.detach() for name, p in zip(step.names, params)}
-        grads, (loss, outputs) = grad_and_value(compute_loss, has_aux=True)(trainable)
+        state = dict(zip(step.buffer_names, buffers))
+        grads, (loss, outputs) = grad_and_value(compute_loss, has_aux=True)(trainable, state)
         for group, group_states, lr in zip(step.groups, states, lrs):
             group_params = [params[i] for i in group.indices]
             group_grads = [grads[step.names[i]] for i in group.indices]
@@ -246,34 +185,6 @@ def _skip_guards_context() -> Callable[[], Any] | None:
     return lambda: set_stance("default", skip_guard_eval_unsafe=True)
 
 
-@dataclass
-class _Group:
-    """One optimizer param group: its parameters' positions and its bound update."""
-
-    indices: list[int]
-    keys: tuple[str, ...]
-    function: Callable[..., None]
-    keywords: dict[str, Any]
-
-    def update(
-        self,
-        params: list[torch.Tensor],
-        grads: list[torch.Tensor],
-        states: list[list[Any]],
-        lr: torch.Tensor,
-    ) -> None:
-        self.function(params, grads, *self._lists(states), lr=lr, **self.keywords)
-
-    def _lists(self, states: list[list[Any]]) -> list[list[Any]]:
-        # Adam's functional form takes (exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps);
-        # max_exp_avg_sqs is an empty list without amsgrad.
-        if "exp_avg" in self.keys and "max_exp_avg_sq" not in self.keys:
-            return [states[0], states[1], [], states[2]]
-        if not self.keys:  # SGD without momentum: no buffers.
-            return [[None] * len(self.indices)]
-        return states
-
-
 class CompiledTrainStep:
     """Runs the default ``Task.train_step`` as one ``torch.compile`` graph per step.
 
@@ -301,7 +212,8 @@ class CompiledTrainStep:
         self.model = model
         self.optimizer = optimizer
         self.names: list[str] = []
-        self.groups: list[_Group] = []
+        self.buffer_names: list[str] = []
+        self.groups: list[GroupUpdate] = []
         function = _fresh_function(_whole_step)
         if mode is None:
             # Inductor's per-call size/stride asserts repeat what the guards (or, with
@@ -314,6 +226,7 @@ class CompiledTrainStep:
         # CUDA-graph modes: a step's outputs are dead once the next step starts.
         self._mark_step = mode in ("reduce-overhead", "max-autotune")
         self._params: list[torch.Tensor] = []
+        self._buffers: list[torch.Tensor] = []
         self._states: list[list[list[Any]]] = []
         self._state_owner: Any = None
         self._lrs: list[torch.Tensor] = []
@@ -332,7 +245,7 @@ class CompiledTrainStep:
         self._write_learning_rates()
         if self._mark_step:
             torch.compiler.cudagraph_mark_step_begin()
-        arguments = (self, self._params, self._states, self._lrs, inputs)
+        arguments = (self, self._params, self._buffers, self._states, self._lrs, inputs)
         # What the graph depends on beyond fixed objects: the batch's layout, train mode
         # and grad mode. While it is unchanged since a call that passed all guards, the
         # guards (tens of µs per call for small models) are skipped.
@@ -361,11 +274,12 @@ class CompiledTrainStep:
     def _bind(self) -> None:
         """Reads the optimizer's param groups and state into the graph's argument lists."""
         optimizer = self.optimizer
-        algorithm = _algorithms()[type(optimizer)]
-        accepted = inspect.signature(algorithm.function).parameters
         position = {id(p): name for name, p in self.model.named_parameters()}
         self.names, self.groups, self._params, self._states = [], [], [], []
         self._lrs, self._lr_values = [], []
+        named_buffers = list(self.model.named_buffers())
+        self.buffer_names = [name for name, _ in named_buffers]
+        self._buffers = [buffer for _, buffer in named_buffers]
         for group in optimizer.param_groups:
             # Parameters that got no gradient in the eager step are left alone, as the
             # eager optimizer does.
@@ -373,21 +287,11 @@ class CompiledTrainStep:
                 p for p in group["params"]
                 if p.requires_grad and (p.grad is not None or p in optimizer.state)
             ]
-            indices = list(range(len(self._params), len(self._params) + len(params)))
+            update, states = GroupUpdate.build(optimizer, group, params, len(self._params))
+            self.groups.append(update)
+            self._states.append(states)
             self._params.extend(params)
             self.names.extend(position[id(p)] for p in params)
-            keys = algorithm.state_keys(group)
-            self._states.append([[optimizer.state[p][key] for p in params] for key in keys])
-            keywords = {**_PLAIN, **algorithm.hyper(group)}
-            # Step counters on an accelerator (fused/capturable optimizers): torch's
-            # functional updates are only traced in capturable form there, which also
-            # keeps the bias corrections on the device.
-            keywords["capturable"] = any(
-                isinstance(t, torch.Tensor) and t.device.type != "cpu"
-                for t in (optimizer.state[p].get("step") for p in params)
-            )
-            keywords = {k: v for k, v in keywords.items() if k in accepted}
-            self.groups.append(_Group(indices, keys, algorithm.function, keywords))
             lr = group["lr"]
             if isinstance(lr, torch.Tensor):
                 self._lrs.append(lr)
@@ -401,7 +305,7 @@ class CompiledTrainStep:
         if self._mark_step:
             # CUDA graphs may update inputs in place only at fixed addresses: declare
             # weights, optimizer state and rates static (a restore re-guards them).
-            for tensor in self._params + self._lrs + [
+            for tensor in self._params + self._buffers + self._lrs + [
                 t for group in self._states for key in group for t in key
                 if isinstance(t, torch.Tensor)
             ]:

@@ -134,6 +134,30 @@ def test_a_batch_of_another_shape_is_checked_by_the_guards_not_trusted(aot_eager
     assert_weights_close(compiled.unwrapped_model, eager.unwrapped_model)
 
 
+def test_batch_norm_statistics_are_updated_by_the_graph(aot_eager):
+    def cnn(xla):
+        params = get_experiment("image_classification")
+        params.override({
+            "task": {"model": {"architecture": "cnn", "hidden_sizes": [4]}},
+            "runtime": {"enable_xla": xla},
+        })
+        return build(params)
+
+    eager, compiled = cnn(False), cnn(True)
+    eager_logs = [eager.train(3) for _ in range(2)]
+    compiled_logs = [compiled.train(3) for _ in range(2)]
+
+    assert isinstance(compiled._compiled_step, CompiledTrainStep)
+    for key in ("training_loss", "accuracy"):
+        assert [float(logs[key]) for logs in compiled_logs] == pytest.approx(
+            [float(logs[key]) for logs in eager_logs], rel=RTOL
+        )
+    ours, theirs = compiled.unwrapped_model.state_dict(), eager.unwrapped_model.state_dict()
+    assert int(ours["1.num_batches_tracked"]) == int(theirs["1.num_batches_tracked"]) == 6
+    torch.testing.assert_close(ours["1.running_var"], theirs["1.running_var"], rtol=RTOL,
+                               atol=ATOL)
+
+
 @pytest.mark.parametrize("compile_eval", [False, True])
 def test_evaluation_runs_the_compiled_model_only_when_asked(aot_eager, compile_eval):
     trainer = build(toy(compile_eval=compile_eval))
