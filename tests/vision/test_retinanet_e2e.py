@@ -16,9 +16,9 @@ import torch
 import torchgarden as tg
 
 # Chance is AP50 ~0: an untrained model scores every anchor at the 0.01 prior, below
-# the 0.05 detection threshold. Measured finals of the default config (1500 steps):
+# the 0.05 detection threshold. Measured finals of the default config (1000 steps):
 # see docs/tutorials/retinanet.md.
-AP50_FLOOR = 0.5
+AP50_FLOOR = 0.6
 
 _STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100",
           "ARs", "ARm", "ARl")
@@ -46,7 +46,7 @@ def test_default_experiment_reaches_the_ap50_floor_and_matches_pycocotools(tmp_p
     model, logs = tg.run_experiment(task=task, mode="train_and_eval", params=params,
                                     model_dir=model_dir)
     assert logs["AP50"] >= AP50_FLOOR, f"AP50 {logs['AP50']:.3f}, AP {logs['AP']:.3f}"
-    assert logs["AP"] > 0.2
+    assert logs["AP"] > 0.3
 
     # The same predictions, evaluated by pycocotools against the annotation file.
     loader = task.build_inputs(params.task.validation_data)

@@ -200,8 +200,8 @@ class RetinaNetConfig(TaskConfig):
 
 @register_experiment("retinanet")
 def retinanet() -> ExperimentConfig:
-    """RetinaNet on 64x64 shapes: AP50 ~0.8 after 1500 Adam steps (a few CPU minutes)."""
-    train_steps = 1500
+    """RetinaNet on 64x64 shapes: AP50 ~0.8, AP ~0.5 after 1000 Adam steps (~5 CPU minutes)."""
+    train_steps = 1000
     return ExperimentConfig(
         task=RetinaNetConfig(
             train_data=RetinaNetDataConfig(
@@ -229,7 +229,7 @@ def retinanet() -> ExperimentConfig:
                     "optimizer": {"type": "adam", "adam": {"epsilon": 1e-7}},
                     "learning_rate": {
                         "type": "cosine",
-                        "cosine": {"initial_learning_rate": 2e-3, "decay_steps": train_steps},
+                        "cosine": {"initial_learning_rate": 5e-3, "decay_steps": train_steps},
                     },
                     "warmup": {"type": "linear", "linear": {"warmup_steps": 100}},
                 }

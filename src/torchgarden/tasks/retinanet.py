@@ -84,7 +84,15 @@ def draw_detections(
 
 @register_task(RetinaNetConfig)
 class RetinaNetTask(Task):
-    """RetinaNet on COCO-format data (the generated shapes data by default)."""
+    """RetinaNet on COCO-format data (the generated shapes data by default).
+
+    Example:
+        >>> import torchgarden as tg
+        >>> params = tg.get_experiment("retinanet")
+        >>> task = tg.get_task(params.task)
+        >>> model = task.build_model()
+        >>> loader = task.build_inputs(params.task.validation_data)  # doctest: +SKIP
+    """
 
     task_config: RetinaNetConfig
 
