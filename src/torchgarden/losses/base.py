@@ -178,9 +178,11 @@ def _broadcast(weight: torch.Tensor, losses: torch.Tensor, owner: str) -> torch.
         weight = weight.squeeze(-1)
     while weight.ndim < losses.ndim:
         weight = weight.unsqueeze(-1)
-    try:
-        torch.broadcast_shapes(weight.shape, losses.shape)
-    except RuntimeError:
+    # A plain shape check: torch.broadcast_shapes imports sympy (~2.7 s) on first use.
+    broadcastable = all(
+        w == 1 or w == n for w, n in zip(reversed(weight.shape), reversed(losses.shape))
+    )
+    if not broadcastable or weight.ndim > losses.ndim:
         raise ValueError(f"{owner}: sample_weight of shape {tuple(weight.shape)} cannot be "
                          f"broadcast to the per-example loss of shape {tuple(losses.shape)}."
                          ) from None
