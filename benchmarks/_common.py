@@ -6,6 +6,7 @@ Import this module before ``torch`` in every script: it sets ``OMP_WAIT_POLICY=P
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import platform
@@ -163,3 +164,47 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
     for row in cells:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
     sys.stdout.flush()
+
+
+def run_contenders(
+    argv: Sequence[str] | None,
+    *,
+    description: str,
+    title: str,
+    script: str,
+    build_contenders: Callable[[argparse.Namespace], dict[str, Callable[[int], object]]],
+    lightning_available: Callable[[], bool],
+) -> tuple[argparse.Namespace, str, dict[str, list[float]]]:
+    """The shared command line and A B A B loop of the contender benchmarks.
+
+    Parses ``--repeats --short --long --no-lightning --no-compile --device --only
+    --clock``, prints the header, builds the contenders and interleaves them.
+
+    Returns:
+        ``(args, clock name, {contender: [seconds per step, one per repeat]})``.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--short", type=int, default=2000)
+    parser.add_argument("--long", type=int, default=6000)
+    parser.add_argument("--no-lightning", action="store_true", help="skip (d)")
+    parser.add_argument("--no-compile", action="store_true", help="skip (e)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--only", default="",
+                        help="comma-separated contender letters to run, e.g. 'a,e'")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default=None,
+                        help="default: cpu (process time) on a CPU device, wall on a GPU")
+    args = parser.parse_args(argv)
+    setup_threads()
+    clock = args.clock or ("cpu" if args.device == "cpu" else "wall")
+    use_clock(clock)
+    print_header(title, script, argv)
+    if not args.no_lightning and not lightning_available():
+        print("lightning is not importable: (d) skipped (pip install lightning to add it)")
+    contenders = build_contenders(args)
+    if args.only:
+        wanted = {f"({letter.strip()})" for letter in args.only.split(",")}
+        contenders = {k: v for k, v in contenders.items() if k.split()[0] in wanted}
+    per_step = interleave(contenders, short=args.short, long=args.long, repeats=args.repeats)
+    return args, clock, per_step
+

@@ -68,31 +68,13 @@ def _ratio_lines(rate: dict[str, float]) -> list[tuple[str, float, str]]:
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     """Runs the benchmark, prints tables; returns ``{contender: median steps/s}``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--short", type=int, default=2000)
-    parser.add_argument("--long", type=int, default=6000)
-    parser.add_argument("--no-lightning", action="store_true", help="skip (d)")
-    parser.add_argument("--no-compile", action="store_true", help="skip (e)")
-    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    parser.add_argument("--only", default="",
-                        help="comma-separated contender letters to run, e.g. 'a,e'")
-    parser.add_argument("--clock", choices=("cpu", "wall"), default=None,
-                        help="default: cpu (process time) on a CPU device, wall on a GPU")
-    args = parser.parse_args(argv)
-    _common.setup_threads()
-    clock = args.clock or ("cpu" if args.device == "cpu" else "wall")
-    _common.use_clock(clock)
-    _common.print_header("digits MLP: 64-128-10, Adam, batch 64", "digits_mlp.py", argv)
-    if not args.no_lightning and not c.lightning_available():
-        print("lightning is not importable: (d) skipped (pip install lightning to add it)")
-
-    contenders = build_contenders(args)
-    if args.only:
-        wanted = {f"({letter.strip()})" for letter in args.only.split(",")}
-        contenders = {k: v for k, v in contenders.items() if k.split()[0] in wanted}
-    per_step = _common.interleave(
-        contenders, short=args.short, long=args.long, repeats=args.repeats
+    args, clock, per_step = _common.run_contenders(
+        argv,
+        description=__doc__.splitlines()[0],
+        title="digits MLP: 64-128-10, Adam, batch 64",
+        script="digits_mlp.py",
+        build_contenders=build_contenders,
+        lightning_available=c.lightning_available,
     )
     rate = {name: 1.0 / _common.median(values) for name, values in per_step.items()}
     print()
