@@ -148,7 +148,7 @@ def _measure(args: argparse.Namespace, compiled: bool) -> dict[str, float]:
         "mfu": flops / (args.peak_tflops * 1e12),
         "loss": float(logs["training_loss"]),
         "params_m": sum(p.numel() for p in trainer.unwrapped_model.parameters()) / 1e6,
-        "whole_step_graph": float(getattr(trainer, "_compiled_step", None) is not None),
+        "whole_step_graph": float(type(trainer.step_fn).__name__ == "CompiledTrainStep"),
     }
     if device != "cpu":
         result["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9

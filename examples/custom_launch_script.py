@@ -20,8 +20,7 @@ def main(argv: list[str] | None = None) -> dict:
     trainer = tg.create_trainer(params, task, train="train" in flags.mode, runtime=runtime,
                                 evaluate="eval" in flags.mode, model_dir=flags.model_dir,
                                 trainer_cls=ProjectTrainer)
-    if "train" in flags.mode and runtime.is_chief:
-        tg.serialize_config(params, flags.model_dir)  # model_dir/params.yaml
+    # run_experiment also writes model_dir/params.yaml once training has started.
     return tg.run_experiment(task=task, mode=flags.mode, params=params, trainer=trainer,
                              model_dir=flags.model_dir, runtime=runtime)[1]
 

@@ -1,9 +1,9 @@
 """torchgarden: TensorFlow Model Garden's training design (Task, Trainer, Controller,
 registries, typed configs, launch script) rebuilt on PyTorch.
 
-Public names are re-exported here and loaded lazily, so ``import torchgarden`` and
-``torchgarden --help`` stay cheap: config and registry names never import torch; the
-others import it on first access.
+``import torchgarden`` stays cheap (``torchgarden --help`` never imports torch): config
+and registry names are imported here; the names whose modules import torch are loaded
+on first access, as are the subpackages (``torchgarden.metrics``, ``.losses``, ...).
 
 Example:
     >>> import torchgarden as tg
@@ -14,103 +14,96 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import importlib
+import pathlib
 from typing import TYPE_CHECKING, Any
+
+from torchgarden.config import (
+    Config,
+    ConfigError,
+    DataConfig,
+    ExperimentConfig,
+    OptimizationConfig,
+    RuntimeConfig,
+    TaskConfig,
+    TrainerConfig,
+)
+from torchgarden.registry import (
+    get_experiment,
+    get_task,
+    list_experiments,
+    register_experiment,
+    register_task,
+)
+
+if TYPE_CHECKING:  # Loaded on first access (these modules import torch).
+    from torchgarden.cli.flags import define_flags, parse_configuration
+    from torchgarden.core import Evaluator, Task, Trainer
+    from torchgarden.loop import Controller
+    from torchgarden.runtime import setup_runtime
+    from torchgarden.train_lib import create_trainer, run_experiment
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, str] = {
-    # config (torch-free)
-    "Config": "torchgarden.config",
-    "ConfigError": "torchgarden.config",
-    "OneOfConfig": "torchgarden.config",
-    "ExperimentConfig": "torchgarden.config",
-    "TaskConfig": "torchgarden.config",
-    "DataConfig": "torchgarden.config",
-    "TrainerConfig": "torchgarden.config",
-    "RuntimeConfig": "torchgarden.config",
-    "OptimizationConfig": "torchgarden.config",
-    # registry (torch-free)
-    "register_experiment": "torchgarden.registry",
-    "get_experiment": "torchgarden.registry",
-    "list_experiments": "torchgarden.registry",
-    "register_task": "torchgarden.registry",
-    "get_task": "torchgarden.registry",
-    # core
-    "Task": "torchgarden.core",
-    "Trainer": "torchgarden.core",
-    "Controller": "torchgarden.loop",
-    "run_experiment": "torchgarden.train_lib",
-    "create_trainer": "torchgarden.train_lib",
-    "serialize_config": "torchgarden.train_lib",
-    "parse_configuration": "torchgarden.cli.flags",
-    "define_flags": "torchgarden.cli.flags",
-    "setup_runtime": "torchgarden.runtime",
-}
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Controller",
+    "DataConfig",
+    "Evaluator",
+    "ExperimentConfig",
+    "OptimizationConfig",
+    "RuntimeConfig",
+    "Task",
+    "TaskConfig",
+    "Trainer",
+    "TrainerConfig",
+    "__version__",
+    "create_trainer",
+    "define_flags",
+    "get_experiment",
+    "get_task",
+    "list_experiments",
+    "parse_configuration",
+    "register_experiment",
+    "register_task",
+    "run_experiment",
+    "setup_runtime",
+]
 
-_SUBMODULES = (
-    "callbacks", "checkpoint", "config", "core", "data", "distribute", "layers", "loop", "losses",
-    "metrics", "optim", "registry", "runtime", "summary", "tasks", "experiments",
-)
+_lazy_sources: dict[str, str] = {}
 
-__all__ = sorted([*_EXPORTS, *_SUBMODULES, "__version__"])
+
+def _lazy_names() -> dict[str, str]:
+    """``name -> module`` of the ``TYPE_CHECKING`` imports above: the one list of them."""
+    if not _lazy_sources:
+        tree = ast.parse(pathlib.Path(__file__).read_text(encoding="utf-8"))
+        block = next(node for node in tree.body if isinstance(node, ast.If))
+        for node in block.body:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                _lazy_sources.update({alias.name: node.module for alias in node.names})
+    return _lazy_sources
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:
-        module = importlib.import_module(f"torchgarden.{name}")
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'torchgarden' has no attribute '{name}'")
+    if name.startswith("__"):  # Dunder probes (copy, pickle, IDEs): never import torch.
+        raise AttributeError(name)
+    module = _lazy_names().get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif _is_submodule(name):
+        value = importlib.import_module(f"torchgarden.{name}")
+    else:
+        raise AttributeError(f"module 'torchgarden' has no attribute '{name}'")
+    globals()[name] = value
+    return value
+
+
+def _is_submodule(name: str) -> bool:
+    here = pathlib.Path(__file__).parent
+    return name.isidentifier() and ((here / name).is_dir() or (here / f"{name}.py").is_file())
 
 
 def __dir__() -> list[str]:
-    return __all__
-
-
-if TYPE_CHECKING:
-    from torchgarden import (
-        callbacks,
-        checkpoint,
-        config,
-        core,
-        data,
-        distribute,
-        experiments,
-        layers,
-        loop,
-        losses,
-        metrics,
-        optim,
-        registry,
-        runtime,
-        summary,
-        tasks,
-    )
-    from torchgarden.cli.flags import define_flags, parse_configuration
-    from torchgarden.config import (
-        Config,
-        ConfigError,
-        DataConfig,
-        ExperimentConfig,
-        OneOfConfig,
-        OptimizationConfig,
-        RuntimeConfig,
-        TaskConfig,
-        TrainerConfig,
-    )
-    from torchgarden.core import Task, Trainer
-    from torchgarden.loop import Controller
-    from torchgarden.registry import (
-        get_experiment,
-        get_task,
-        list_experiments,
-        register_experiment,
-        register_task,
-    )
-    from torchgarden.runtime import setup_runtime
-    from torchgarden.train_lib import create_trainer, run_experiment, serialize_config
+    return sorted({*__all__, *globals()})

@@ -73,6 +73,6 @@ def test_compiled_whole_step_never_syncs(mode):
     for _ in range(3):  # Compile, then CUDA-graph warm-up and recording.
         trainer.train(4)
     logs = train_without_syncs(trainer, 20)
-    assert type(trainer._compiled_step).__name__ == "CompiledTrainStep"
+    assert type(trainer.step_fn).__name__ == "CompiledTrainStep"
     assert int(trainer.global_step) == 32
     assert math.isfinite(float(logs["training_loss"]))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from torchgarden.train_lib import MODES  # torch-free at import time
+from torchgarden.modes import MODES
 
 if TYPE_CHECKING:
     from torchgarden.config import ExperimentConfig

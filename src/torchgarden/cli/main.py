@@ -12,10 +12,10 @@ import shutil
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from torchgarden.cli.flags import MODES, define_flags, parse_configuration
+from torchgarden.cli.flags import define_flags, parse_configuration
+from torchgarden.modes import check_mode
 
 __all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_PREEMPTED"]
 
@@ -125,27 +125,6 @@ def _check_model_dir(model_dir: str | None) -> str:
     return model_dir
 
 
-class _ConfigWriter:
-    """Writes ``params.yaml`` once training has started: at the end of the first train
-    loop or at the first checkpoint, whichever comes first.
-
-    A run refused before that (a checkpoint that does not fit, bad data, a model whose
-    output does not fit the loss) leaves ``model_dir`` as it was.
-    """
-
-    def __init__(self, params: Any, model_dir: str, serialize: Callable[[Any, str], str]) -> None:
-        self._params, self._model_dir, self._serialize = params, model_dir, serialize
-        self._written = False
-
-    def _write(self, *_: Any) -> None:
-        if not self._written:
-            self._written = True
-            path = self._serialize(self._params, self._model_dir)
-            print(f"torchgarden: config written to {path}", flush=True)
-
-    on_train_loop_end = on_checkpoint_saved = _write
-
-
 def _remove_if_new_and_untrained(model_dir: str, existed: bool) -> None:
     """Removes a model_dir this run created, unless it already holds a checkpoint."""
     if existed or not os.path.isdir(model_dir):
@@ -155,34 +134,21 @@ def _remove_if_new_and_untrained(model_dir: str, existed: bool) -> None:
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    from torchgarden.train_lib import check_mode
-
+    check_mode(args.mode, flag="--mode")
     model_dir = _check_model_dir(args.model_dir)
     params = parse_configuration(args)
-    mode = check_mode(args.mode)
     existed = os.path.isdir(model_dir)
 
-    try:
-        from torchgarden import registry
-        from torchgarden.runtime import setup_runtime, teardown_runtime
-        from torchgarden.train_lib import create_trainer, run_experiment, serialize_config
+    from torchgarden import registry
+    from torchgarden.loop.logs import to_host
+    from torchgarden.runtime import setup_runtime, teardown_runtime
+    from torchgarden.train_lib import run_experiment
 
-        runtime = setup_runtime(params.runtime)
-        task = registry.get_task(params.task, logging_dir=model_dir)
-        trainer = create_trainer(
-            params, task, train="train" in mode, evaluate="eval" in mode,
-            model_dir=model_dir, runtime=runtime,
-        )
-    except _input_errors():
-        _remove_if_new_and_untrained(model_dir, existed)
-        raise
-    callbacks = []
-    if "train" in mode and runtime.is_chief:
-        callbacks.append(_ConfigWriter(params, model_dir, serialize_config))
+    runtime = setup_runtime(params.runtime)
     try:
+        task = registry.get_task(params.task, logging_dir=model_dir)
         _, eval_logs = run_experiment(
-            task=task, mode=mode, params=params, model_dir=model_dir, trainer=trainer,
-            runtime=runtime, callbacks=callbacks,
+            task=task, mode=args.mode, params=params, model_dir=model_dir, runtime=runtime
         )
     except _input_errors():
         _remove_if_new_and_untrained(model_dir, existed)
@@ -192,10 +158,8 @@ def _command_run(args: argparse.Namespace) -> int:
     if runtime.is_chief:
         print(f"torchgarden: done. Results in {os.path.abspath(model_dir)} "
               f"(TensorBoard: tensorboard --logdir {model_dir})", flush=True)
-        if eval_logs:
-            from torchgarden.loop.logs import to_host
-
-            shown = {k: v for k, v in to_host(eval_logs).items() if isinstance(v, (int, float))}
+        shown = {k: v for k, v in to_host(eval_logs).items() if isinstance(v, (int, float))}
+        if shown:
             print("torchgarden: final eval: " + ", ".join(
                 f"{k}={v:.4f}" for k, v in shown.items()), flush=True)
     return 0
@@ -212,12 +176,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    if args.command in ("train", "eval") and args.mode not in MODES:
-        import difflib
-
-        close = difflib.get_close_matches(str(args.mode), MODES, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        return _fail(f"--mode '{args.mode}' is not one of {', '.join(MODES)}.{hint}")
     handlers = {"list": _command_list, "config": _command_config,
                 "train": _command_run, "eval": _command_run}
     try:

@@ -1,7 +1,9 @@
-"""The Task (what is trained) and the Trainer (how N steps run)."""
+"""The Task (what is trained), the Trainer (how N steps run) and the Evaluator."""
 
+from torchgarden.core.evaluator import Evaluator
 from torchgarden.core.state import GlobalStep, LossMean, RngState
 from torchgarden.core.task import Logs, Task
-from torchgarden.core.trainer import Trainer
+from torchgarden.core.trainer import StepFunction, Trainer
 
-__all__ = ["Task", "Trainer", "GlobalStep", "LossMean", "RngState", "Logs"]
+__all__ = ["Evaluator", "GlobalStep", "Logs", "LossMean", "RngState", "StepFunction", "Task",
+           "Trainer"]

@@ -29,15 +29,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from torchgarden import optim
+from torchgarden.checkpoint import load_model_weights
 from torchgarden.layers import model_losses
+from torchgarden.utils.logs import Logs
 
 if TYPE_CHECKING:
     from torchgarden.config import DataConfig, OptimizationConfig, RuntimeConfig, TaskConfig
     from torchgarden.data import InputContext
 
-__all__ = ["Task", "Logs"]
-
-Logs = dict[str, Any]
+__all__ = ["Task", "Logs", "scale_loss"]
 
 _logger = logging.getLogger("torchgarden")
 
@@ -114,8 +115,6 @@ class Task:
         as Model Garden does. The learning rate is set every step by the Trainer from
         ``optim.build_learning_rate(optimizer_config)``.
         """
-        from torchgarden import optim
-
         optimizer = optim.build_optimizer(optimizer_config, model)
         if runtime_config is not None and runtime_config.mixed_precision_dtype == "float16":
             scale = runtime_config.loss_scale
@@ -140,8 +139,6 @@ class Task:
         path = getattr(self._task_config, "init_checkpoint", "")
         if not path:
             return
-        from torchgarden.checkpoint import load_model_weights
-
         prefixes = list(getattr(self._task_config, "init_checkpoint_modules", None) or [])
         try:
             load_model_weights(model, path, prefixes=prefixes)
@@ -168,26 +165,57 @@ class Task:
         optimizer: torch.optim.Optimizer,
         metrics: Sequence[Any] | None = None,
     ) -> Logs:
-        """One forward/backward/update. Copy this as the template of a custom step.
+        """One global step: clear gradients, ``forward_backward``, update the weights.
+
+        Override it to change the update (several optimizers, a GAN's two phases);
+        override :meth:`forward_backward` to change what is computed, which keeps
+        gradient accumulation working.
 
         Args:
             inputs: One batch from ``build_inputs`` (already on the model's device).
             model: The model (wrapped for DDP/autocast when configured).
-            optimizer: The optimizer; a ``LossScaleOptimizer`` under float16, whose
-                ``scale(loss)`` must be used for ``backward``.
+            optimizer: The optimizer; a ``LossScaleOptimizer`` under float16.
             metrics: Train metrics from ``build_metrics(training=True)``.
 
         Returns:
             Logs with the detached scalar loss under ``self.loss``. The Trainer averages
             it over the loop on device; nothing here reads a value back to the host.
         """
+        optimizer.zero_grad(set_to_none=True)
+        logs = self.forward_backward(inputs, model, optimizer, metrics)
+        optimizer.step()
+        return logs
+
+    def forward_backward(
+        self,
+        inputs: Any,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        metrics: Sequence[Any] | None = None,
+        *,
+        accumulation_steps: int = 1,
+    ) -> Logs:
+        """Forward pass, loss, metric updates, and the loss' gradients added to ``.grad``.
+
+        It never updates the weights. With ``trainer.gradient_accumulation_steps = k``
+        the Trainer calls it on k batches in a row, then ``optimizer.step()`` once.
+
+        Args:
+            inputs: One batch (already on the model's device).
+            model: The model as trained.
+            optimizer: Its ``scale(loss)`` is applied under float16 loss scaling.
+            metrics: Train metrics to update with this batch.
+            accumulation_steps: The loss is divided by it before ``backward``, so that
+                the gradients added up over that many calls are their mean. Default 1.
+
+        Returns:
+            ``{self.loss: detached loss}`` (the loss before the division).
+        """
         features, labels = self.split_inputs(inputs)
         outputs = model(features)
         loss = self.build_losses(labels, outputs, aux_losses=model_losses(model))
-        optimizer.zero_grad(set_to_none=True)
-        scale = getattr(optimizer, "scale", None)  # LossScaleOptimizer / accumulation
-        (scale(loss) if scale is not None else loss).backward()
-        optimizer.step()
+        scaled = loss / accumulation_steps if accumulation_steps != 1 else loss
+        scale_loss(scaled, optimizer).backward()
         if metrics:
             self.process_metrics(metrics, labels, outputs)
         return {self.loss: loss.detach()}
@@ -214,13 +242,6 @@ class Task:
         for metric in metrics:
             metric.update_state(labels, model_outputs, **kwargs)
 
-    def process_compiled_metrics(
-        self, compiled_metrics: Any, labels: Any, model_outputs: Any
-    ) -> None:
-        """Keras ``compile``-path twin; torchgarden models have no compiled metrics."""
-        if compiled_metrics is not None:
-            self.process_metrics(compiled_metrics, labels, model_outputs)
-
     # ------------------------------------------------------------------ python-side evaluation
 
     def aggregate_logs(self, state: Any = None, step_logs: Logs | None = None) -> Any:
@@ -241,3 +262,9 @@ class Task:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(logging_dir={os.fspath(self._logging_dir)!r})"
+
+
+def scale_loss(loss: torch.Tensor, optimizer: Any) -> torch.Tensor:
+    """``optimizer.scale(loss)`` for a loss-scaling optimizer (float16), else ``loss``."""
+    scale = getattr(optimizer, "scale", None)
+    return scale(loss) if scale is not None else loss

@@ -17,21 +17,23 @@ from __future__ import annotations
 
 import logging
 import math
-import pprint
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from torchgarden.loop.logs import to_host
+from torchgarden.checkpoint import checkpoints_iterator
+from torchgarden.loop.arguments import check_arguments
+from torchgarden.loop.logs import format_output, to_host
+from torchgarden.loop.progress import ProgressBar, StepTimer
 from torchgarden.runtime.preemption import Preempted
 from torchgarden.summary import SummaryManager, SummaryManagerInterface
+from torchgarden.utils.logs import Logs
 
 __all__ = ["Controller", "Action"]
 
 _logger = logging.getLogger("torchgarden")
 
-Logs = dict[str, Any]
 Action = Callable[[Logs], Any]
 
 
@@ -41,36 +43,6 @@ class _Trainer(Protocol):
 
 class _Evaluator(Protocol):
     def evaluate(self, num_steps: int) -> Logs | None: ...
-
-
-def _printable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _printable(v) for k, v in value.items()}
-    shape = getattr(value, "shape", None)
-    if shape is not None and len(shape) > 1:
-        # Images and other arrays go to summaries; the log line names them only.
-        return f"<{getattr(value, 'dtype', '')} array {'x'.join(map(str, shape))}>"
-    return value
-
-
-def _format_output(logs: Logs) -> str:
-    text = pprint.pformat(_printable(logs), width=100, compact=True)
-    if "\n" in text:
-        return "\n" + "\n".join("    " + line for line in text.splitlines())
-    return text
-
-
-class _StepTimer:
-    def __init__(self, step: int) -> None:
-        self.start_step = step
-        self.start_time = time.perf_counter()
-
-    def steps_per_second(self, step: int, restart: bool = True) -> float:
-        elapsed = time.perf_counter() - self.start_time
-        value = (step - self.start_step) / elapsed if elapsed > 0 else 0.0
-        if restart:
-            self.start_step, self.start_time = step, time.perf_counter()
-        return value
 
 
 class Controller:
@@ -92,7 +64,6 @@ class Controller:
         eval_actions: Callables run with the eval logs after every evaluation.
         callbacks: ``callbacks.Callback`` objects (loop hooks, may stop training).
         progress_bar: Show a tqdm bar with ETA; None = when stdout is a terminal.
-        enable_async_checkpointing: Accepted for Orbit parity; the manager decides.
         print_logs: Print Orbit-format log lines to stdout (also sent to ``logging``).
         preemption: A ``runtime.PreemptionWatcher``; when it fires, the loop in progress
             ends, a checkpoint is saved and ``runtime.Preempted`` is raised.
@@ -115,39 +86,10 @@ class Controller:
         eval_actions: Sequence[Action] | None = None,
         callbacks: Iterable[Any] = (),
         progress_bar: bool | None = None,
-        enable_async_checkpointing: bool = False,
         print_logs: bool = True,
         preemption: Any = None,
     ) -> None:
-        if trainer is None and evaluator is None:
-            raise ValueError("Controller needs a `trainer` or an `evaluator` (got neither).")
-        if trainer is not None:
-            if steps_per_loop is None:
-                raise ValueError("`steps_per_loop` is required when a `trainer` is given.")
-            if not callable(steps_per_loop) and (
-                not isinstance(steps_per_loop, int) or steps_per_loop < 1
-            ):
-                raise ValueError(
-                    f"`steps_per_loop` must be a positive int or a callable, got "
-                    f"{steps_per_loop!r}."
-                )
-        if summary_interval is not None:
-            if summary_interval <= 0:
-                raise ValueError(f"`summary_interval` must be positive, got {summary_interval}.")
-            if isinstance(steps_per_loop, int) and summary_interval % steps_per_loop:
-                k = steps_per_loop
-                raise ValueError(
-                    f"`summary_interval` ({summary_interval}) must be a multiple of "
-                    f"`steps_per_loop` ({k}); set it to {k * max(1, summary_interval // k)}."
-                )
-        try:
-            int(global_step)
-        except TypeError:
-            raise ValueError(
-                "`global_step` must be an int-like counter shared with the trainer (e.g. "
-                f"trainer.global_step), got {type(global_step).__name__}."
-            ) from None
-
+        check_arguments(trainer, evaluator, steps_per_loop, summary_interval, global_step)
         self.trainer = trainer
         self.evaluator = evaluator
         self.global_step = global_step
@@ -157,14 +99,12 @@ class Controller:
         self.train_actions = list(train_actions or [])
         self.eval_actions = list(eval_actions or [])
         self.callbacks = list(callbacks)
-        self.enable_async_checkpointing = enable_async_checkpointing
         self.print_logs = print_logs
         self.preemption = preemption
         self.stop_training = False
-        self._progress_bar_enabled = (
+        self._progress = ProgressBar(
             sys.stdout.isatty() if progress_bar is None else bool(progress_bar)
         )
-        self._progress: Any = None
 
         if trainer is not None:
             self.summary_manager = summary_manager or SummaryManager(
@@ -182,7 +122,7 @@ class Controller:
                 self.eval_summary_manager = SummaryManager(
                     eval_summary_dir, global_step=self._current_step
                 )
-        self._step_timer: _StepTimer | None = None
+        self._step_timer: StepTimer | None = None
         self._eval_at: int | None = None  # The step train_and_evaluate evaluates at next.
 
         for callback in self.callbacks:
@@ -206,7 +146,7 @@ class Controller:
     def _log(self, message: str) -> None:
         _logger.info(message)
         if self.print_logs:
-            if self._progress is not None:
+            if self._progress.active:
                 self._progress.write(message)
             else:
                 print(message, flush=True)
@@ -286,7 +226,7 @@ class Controller:
         self._log(f"train | step: {current: 6d} | training until step {steps}...")
         self.stop_training = False
         self._callbacks("on_train_begin", current)
-        self._open_progress(current, steps)
+        self._progress.open(current, steps)
         try:
             while current < steps and not self.stop_training:
                 num_steps = min(steps - current, self._loop_length(current))
@@ -295,7 +235,7 @@ class Controller:
                 if current != self._eval_at:  # train_and_evaluate saves after that eval.
                     self._maybe_save_checkpoint()
         finally:
-            self._close_progress()
+            self._progress.close()
         if checkpoint_at_completion:
             self._maybe_save_checkpoint(check_interval=False)
         self._sync_checkpoints()
@@ -309,7 +249,7 @@ class Controller:
 
     def _train_n_steps(self, num_steps: int) -> Logs:
         if self._step_timer is None:
-            self._step_timer = _StepTimer(self._current_step())
+            self._step_timer = StepTimer(self._current_step())
         current = self._current_step()
         self._callbacks("on_train_loop_begin", current)
         train_output = self.trainer.train(num_steps) or {}  # type: ignore[union-attr]
@@ -327,16 +267,12 @@ class Controller:
         steps_per_sec = self._step_timer.steps_per_second(new_step)
         self._log(
             f"train | step: {new_step: 6d} | steps/sec: {steps_per_sec: 6.1f} | "
-            f"output: {_format_output(output)}"
+            f"output: {format_output(output)}"
         )
         output["steps_per_second"] = steps_per_sec
         if self._should_write_train_summary(current, new_step):
             self._write(self.summary_manager, output, new_step)
-        if self._progress is not None:
-            self._progress.update(new_step - current)
-            loss = output.get("training_loss")
-            if isinstance(loss, float):
-                self._progress.set_postfix(loss=f"{loss:.4g}", refresh=False)
+        self._progress.update(new_step - current, output.get("training_loss"))
         preempted_mid_loop = stopped_early and getattr(self.preemption, "requested", False)
         if not preempted_mid_loop:  # Else the resumed run finishes the loop and reports it.
             self._callbacks("on_train_loop_end", new_step, output)
@@ -379,7 +315,7 @@ class Controller:
             rate = f"steps/sec: {output['steps_per_second']: 6.1f} | "
         self._log(
             f" eval | step: {current: 6d} | {rate}eval time: {elapsed: 6.1f} sec | "
-            f"output: {_format_output(output)}"
+            f"output: {format_output(output)}"
         )
         self._write(self.eval_summary_manager, output, current)
         self._callbacks("on_eval_end", current, output)
@@ -429,8 +365,6 @@ class Controller:
         """
         self._require("evaluator", "evaluate_continuously")
         self._require("checkpoint_manager", "evaluate_continuously")
-        from torchgarden.checkpoint import checkpoints_iterator
-
         output: Logs = {}
         for path in checkpoints_iterator(
             self.checkpoint_manager.directory, timeout=timeout, timeout_fn=timeout_fn,
@@ -443,19 +377,3 @@ class Controller:
         sync = getattr(self.checkpoint_manager, "sync", None)
         if sync is not None:
             sync()
-
-    # ------------------------------------------------------------------ progress bar
-
-    def _open_progress(self, current: int, target: int) -> None:
-        if not self._progress_bar_enabled or target <= current:
-            return
-        from tqdm.auto import tqdm
-
-        self._progress = tqdm(
-            total=target, initial=current, unit="step", dynamic_ncols=True, leave=False
-        )
-
-    def _close_progress(self) -> None:
-        if self._progress is not None:
-            self._progress.close()
-            self._progress = None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pprint
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["to_host", "flatten_logs"]
+__all__ = ["flatten_logs", "format_output", "to_host"]
 
 
 def to_host(logs: Any) -> Any:
@@ -57,3 +58,21 @@ def flatten_logs(logs: dict[str, Any], prefix: str = "", sep: str = "/") -> dict
         else:
             flat[name] = value
     return flat
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    shape = getattr(value, "shape", None)
+    if shape is not None and len(shape) > 1:
+        # Images and other arrays go to summaries; the log line names them only.
+        return f"<{getattr(value, 'dtype', '')} array {'x'.join(map(str, shape))}>"
+    return value
+
+
+def format_output(logs: dict[str, Any]) -> str:
+    """The ``output: ...`` part of an Orbit log line: arrays named by shape only."""
+    text = pprint.pformat(_printable(logs), width=100, compact=True)
+    if "\n" in text:
+        return "\n" + "\n".join("    " + line for line in text.splitlines())
+    return text

@@ -1,4 +1,8 @@
-"""The compiled whole-step path behind ``runtime.enable_xla`` (Model Garden's in-graph step).
+"""The compiled whole step behind ``runtime.enable_xla`` (Model Garden's in-graph step).
+
+An opt-in step function for the ``Trainer`` (its ``step_fn``): ``create_trainer`` hands
+it over when ``runtime.enable_xla`` is set and the setup is covered; otherwise the
+Trainer runs ``Task.train_step`` on the ``torch.compile``-d model.
 
 Model Garden runs forward, gradients and the optimizer update of a step inside one XLA
 graph. Here the same three phases of the default ``Task.train_step`` run as one
@@ -28,7 +32,7 @@ Each Trainer compiles its own copy of the step function, so trainers built in on
 process never share (or exhaust) a compile cache.
 
 What the path does not cover falls back to the eager step (``unsupported_reason`` says
-why): tasks that override ``train_step``, DDP/FSDP, gradient accumulation, optimizers
+why): tasks that override ``train_step`` or ``forward_backward``, DDP/FSDP, gradient accumulation, optimizers
 other than SGD/Adam/AdamW (exact classes), optimizers with step hooks (gradient
 clipping), float16 loss scaling, and models with ``torchgarden.layers.Layer`` auxiliary
 losses.
@@ -37,6 +41,7 @@ losses.
 from __future__ import annotations
 
 import inspect
+import logging
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,10 +49,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchgarden.core._functional_optim import GroupUpdate, has_step_hooks, is_supported
-from torchgarden.core.task import Task
+from torchgarden.compile.functional_optim import GroupUpdate, has_step_hooks, is_supported
+from torchgarden.core import Task
+from torchgarden.layers import Layer
+from torchgarden.utils.logs import Logs
 
-__all__ = ["CompiledTrainStep", "unsupported_reason"]
+__all__ = ["CompiledTrainStep", "compiled_train_step", "unsupported_reason"]
+
+_logger = logging.getLogger("torchgarden")
 
 
 def unsupported_reason(
@@ -61,16 +70,15 @@ def unsupported_reason(
     """Why the whole-step graph cannot run this setup, or None when it can.
 
     Args:
-        task: The task; its ``train_step`` must be ``Task.train_step``.
+        task: The task; its ``train_step`` and ``forward_backward`` must be Task's own.
         model: The model as trained (autocast-wrapped is fine; DDP/compiled is not).
         optimizer: The optimizer the Trainer steps.
         strategy: The runtime's distribution strategy. Defaults to ``"single"``.
         accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
     """
-    from torchgarden.layers import Layer
-
-    if type(task).train_step is not Task.train_step:
-        return f"{type(task).__name__} overrides train_step"
+    for hook in ("train_step", "forward_backward"):
+        if getattr(type(task), hook) is not getattr(Task, hook):
+            return f"{type(task).__name__} overrides {hook}"
     if strategy != "single":
         return f"distribution strategy '{strategy}' (the graph has no gradient all-reduce)"
     if accumulation_steps != 1:
@@ -188,9 +196,11 @@ def _skip_guards_context() -> Callable[[], Any] | None:
 class CompiledTrainStep:
     """Runs the default ``Task.train_step`` as one ``torch.compile`` graph per step.
 
-    Call it with a batch; it returns the detached loss and updates ``metrics`` on the
-    host side from the graph's outputs. Build it only when ``unsupported_reason``
-    returns None.
+    A ``Trainer`` step function: call it like ``task.train_step``; it returns
+    ``{"loss": detached loss}`` and updates ``metrics`` from the graph's outputs. It is
+    bound to the model and optimizer it was built with (the ``model`` and
+    ``optimizer`` arguments of a call are those). Build it only when
+    ``unsupported_reason`` returns None (or through :func:`compiled_train_step`).
 
     Args:
         task: The task whose losses define the step.
@@ -201,7 +211,7 @@ class CompiledTrainStep:
 
     Example:
         >>> step = CompiledTrainStep(task, model, optimizer)
-        >>> loss = step(next(iterator), metrics=[])  # 1st call eager, later calls compiled
+        >>> logs = step(batch, model=model, optimizer=optimizer, metrics=[])  # 1st call eager
     """
 
     def __init__(
@@ -232,7 +242,11 @@ class CompiledTrainStep:
         self._lrs: list[torch.Tensor] = []
         self._lr_values: list[float | None] = []
 
-    def __call__(self, inputs: Any, metrics: Sequence[Any] | None = None) -> torch.Tensor:
+    def __call__(
+        self, inputs: Any, *, model: Any = None, optimizer: Any = None,
+        metrics: Sequence[Any] | None = None,
+    ) -> Logs:
+        del model, optimizer  # Bound at construction.
         optimizer = self.optimizer
         if optimizer.state is not self._state_owner:  # First step, or state restored.
             if not optimizer.state:
@@ -240,7 +254,7 @@ class CompiledTrainStep:
                     inputs, model=self.model, optimizer=optimizer, metrics=metrics
                 )
                 self._bind()
-                return logs[Task.loss]
+                return logs
             self._bind()
         self._write_learning_rates()
         if self._mark_step:
@@ -259,7 +273,7 @@ class CompiledTrainStep:
         if metrics:
             _, labels = self.task.split_inputs(inputs)
             self.task.process_metrics(metrics, labels, outputs)
-        return loss
+        return {Task.loss: loss}
 
     def _write_learning_rates(self) -> None:
         values = self._lr_values
@@ -312,3 +326,35 @@ class CompiledTrainStep:
                 torch._dynamo.mark_static_address(tensor)
         self._state_owner = optimizer.state
         self._trusted = None  # New tensors: the next call checks every guard again.
+
+
+def compiled_train_step(
+    task: Task,
+    model: nn.Module,
+    optimizer: Any,
+    *,
+    mode: str | None = None,
+    strategy: str = "single",
+    accumulation_steps: int = 1,
+) -> CompiledTrainStep | None:
+    """A :class:`CompiledTrainStep`, or None (with one log line saying why) when the
+    setup is not covered and the Trainer should run ``task.train_step`` instead.
+
+    Args:
+        task: The task.
+        model: The model as trained, not ``torch.compile``-d (autocast-wrapped is fine).
+        optimizer: The optimizer the step updates.
+        mode: ``torch.compile`` mode. Defaults to None.
+        strategy: The runtime's distribution strategy. Defaults to ``"single"``.
+        accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
+    """
+    reason = unsupported_reason(
+        task=task, model=model, optimizer=optimizer, strategy=strategy,
+        accumulation_steps=accumulation_steps,
+    )
+    if reason is not None:
+        _logger.info(
+            "runtime.enable_xla: compiling the model only, not the whole step: %s.", reason
+        )
+        return None
+    return CompiledTrainStep(task, model, optimizer, mode=mode)

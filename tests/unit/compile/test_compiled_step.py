@@ -15,8 +15,8 @@ import torch
 from torch._dynamo.utils import counters
 
 from torchgarden import get_experiment, get_task
+from torchgarden.compile import CompiledTrainStep, unsupported_reason
 from torchgarden.core import Task
-from torchgarden.core._compiled_step import CompiledTrainStep, unsupported_reason
 from torchgarden.train_lib import create_trainer
 
 # Eager and compiled steps round differently: the compiled Adam computes its bias
@@ -88,7 +88,7 @@ def test_compiled_step_trains_like_the_eager_step_in_one_graph(aot_eager, optimi
     eager_logs = [eager.train(4) for _ in range(3)]
     compiled_logs = [compiled.train(4) for _ in range(3)]
 
-    assert isinstance(compiled._compiled_step, CompiledTrainStep)
+    assert isinstance(compiled.step_fn, CompiledTrainStep)
     assert graphs() - before == 1  # One graph for 12 steps, 3 loops and 12 learning rates.
     for key in ("training_loss", "mean_absolute_error"):  # Metrics read the graph's outputs.
         assert [float(logs[key]) for logs in compiled_logs] == pytest.approx(
@@ -127,7 +127,7 @@ def test_a_batch_of_another_shape_is_checked_by_the_guards_not_trusted(aot_eager
     before = graphs()
 
     eager_loss = eager.task.train_step(small, eager.model, eager.optimizer)["loss"]
-    compiled_loss = compiled._compiled_step(small, [])
+    compiled_loss = compiled.step_fn(small, metrics=[])["loss"]
 
     assert graphs() - before == 1  # A second graph for 5 examples, not the 32-example one.
     assert float(compiled_loss) == pytest.approx(float(eager_loss), rel=RTOL)
@@ -147,7 +147,7 @@ def test_batch_norm_statistics_are_updated_by_the_graph(aot_eager):
     eager_logs = [eager.train(3) for _ in range(2)]
     compiled_logs = [compiled.train(3) for _ in range(2)]
 
-    assert isinstance(compiled._compiled_step, CompiledTrainStep)
+    assert isinstance(compiled.step_fn, CompiledTrainStep)
     for key in ("training_loss", "accuracy"):
         assert [float(logs[key]) for logs in compiled_logs] == pytest.approx(
             [float(logs[key]) for logs in eager_logs], rel=RTOL
@@ -185,7 +185,7 @@ def test_a_task_with_its_own_train_step_keeps_it_on_the_compiled_model(aot_eager
     task = OwnStepTask(get_task(params.task))
     trainer = build(params, task=task)
     trainer.train(3)
-    assert trainer._compiled_step is None
+    assert not isinstance(trainer.step_fn, CompiledTrainStep)
     assert task.calls == 3
     assert isinstance(trainer.model, torch._dynamo.eval_frame.OptimizedModule)
 
@@ -213,13 +213,15 @@ def test_unsupported_setups_name_their_reason():
     assert "not the model's" in unsupported_reason(**common, optimizer=other)
 
 
-def test_gradient_clipping_falls_back_to_the_eager_step(aot_eager):
+def test_gradient_clipping_falls_back_to_the_eager_step(aot_eager, caplog):
     params = toy()
     params.override({"trainer": {"optimizer_config": {"optimizer": {"adam": {"clipnorm": 1.0}}}}})
-    trainer = build(params)
+    with caplog.at_level("INFO", logger="torchgarden"):
+        trainer = build(params)
     trainer.train(2)
-    assert trainer._compiled_step is None
-    assert "step hooks" in trainer._compiled_step_reason
+    assert not isinstance(trainer.step_fn, CompiledTrainStep)
+    (line,) = [r.getMessage() for r in caplog.records if "runtime.enable_xla" in r.getMessage()]
+    assert "compiling the model only, not the whole step" in line and "step hooks" in line
     assert int(trainer.global_step) == 2
 
 

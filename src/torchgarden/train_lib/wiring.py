@@ -1,0 +1,163 @@
+"""Configs become objects here too: the checkpoint manager, the Controller and its actions.
+
+The Controller never sees a config; these builders read ``trainer`` settings and hand
+it built objects (summary managers, a checkpoint manager, actions, callbacks).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from torchgarden.callbacks import RecoveryAction
+from torchgarden.checkpoint import CheckpointManager
+from torchgarden.config import ExperimentConfig
+from torchgarden.core import Trainer
+from torchgarden.loop import Controller
+from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
+from torchgarden.summary import ImageScalarSummaryManager, SummaryManager, SummaryManagerInterface
+from torchgarden.utils.files import atomic_write_text
+
+__all__ = [
+    "ConfigWriter",
+    "build_checkpoint_manager",
+    "build_controller",
+    "build_preemption_watcher",
+    "build_recovery_action",
+    "serialize_config",
+]
+
+
+def serialize_config(params: ExperimentConfig, model_dir: str | os.PathLike[str]) -> str:
+    """Writes ``params`` to ``model_dir/params.yaml`` atomically and returns the path.
+
+    Reading the file back with ``type(params).from_yaml`` gives an equal config.
+    """
+    os.makedirs(model_dir, exist_ok=True)
+    path = os.path.join(os.fspath(model_dir), "params.yaml")
+    atomic_write_text(path, params.to_yaml())
+    return path
+
+
+class ConfigWriter:
+    """Writes ``params.yaml`` once training has started: at the end of the first train
+    loop or at the first checkpoint, whichever comes first.
+
+    A run refused before that (a checkpoint that does not fit, bad data, a model whose
+    output does not fit the loss) leaves ``model_dir`` as it was.
+
+    Args:
+        params: The resolved experiment config.
+        model_dir: The run's directory.
+    """
+
+    def __init__(self, params: ExperimentConfig, model_dir: str) -> None:
+        self._params, self._model_dir = params, model_dir
+        self.path: str | None = None
+
+    def _write(self, *_: Any) -> None:
+        if self.path is None:
+            self.path = serialize_config(self._params, self._model_dir)
+            print(f"torchgarden: config written to {self.path}", flush=True)
+
+    on_train_loop_end = on_checkpoint_saved = _write
+
+
+def build_checkpoint_manager(
+    params: ExperimentConfig, trainer: Trainer, model_dir: str
+) -> CheckpointManager:
+    """The manager of ``model_dir/ckpt-<step>`` for the trainer's checkpoint.
+
+    Every rank restores; only rank 0 writes (the manager knows the process group, and
+    with FSDP2 every rank takes part in gathering the state for rank 0 to write).
+    """
+    cfg = params.trainer
+    return CheckpointManager(
+        trainer.checkpoint,
+        model_dir,
+        max_to_keep=cfg.max_to_keep,
+        checkpoint_interval=cfg.checkpoint_interval,
+        init_fn=trainer.initialize,
+        enable_async=cfg.enable_async_checkpointing,
+        config=params.as_dict(),
+    )
+
+
+def build_recovery_action(
+    params: ExperimentConfig, trainer: Trainer, checkpoint_manager: CheckpointManager
+) -> RecoveryAction | None:
+    """Model Garden's blow-up recovery, unless ``trainer.recovery_max_trials < 0``."""
+    cfg = params.trainer
+    if cfg.recovery_max_trials < 0:
+        return None
+    return RecoveryAction(
+        checkpoint_manager=checkpoint_manager,
+        loss_upper_bound=cfg.loss_upper_bound,
+        recovery_begin_steps=cfg.recovery_begin_steps,
+        max_trials=cfg.recovery_max_trials,
+        global_step=trainer.global_step,
+    )
+
+
+def build_preemption_watcher(params: ExperimentConfig) -> PreemptionWatcher | None:
+    """A watcher of ``trainer.preemption_signals`` when on-demand checkpoints are on.
+
+    Signal handlers can only be installed from the main thread; elsewhere (a run
+    started from a worker thread) there is no watcher.
+    """
+    if not params.trainer.preemption_on_demand_checkpoint:
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return PreemptionWatcher(parse_signals(params.trainer.preemption_signals))
+
+
+def build_controller(
+    params: ExperimentConfig,
+    trainer: Trainer,
+    *,
+    mode: str,
+    model_dir: str,
+    checkpoint_manager: CheckpointManager,
+    save_summary: bool,
+    summary_manager: SummaryManagerInterface | None,
+    eval_summary_manager: SummaryManagerInterface | None,
+    callbacks: Sequence[Any],
+    train_actions: Sequence[Any],
+    eval_actions: Sequence[Any],
+    preemption: PreemptionWatcher | None = None,
+) -> Controller:
+    """The Controller for ``mode``; it restores the latest checkpoint (or initialises)."""
+    cfg = params.trainer
+    chief = trainer.runtime.is_chief
+    write = save_summary and chief
+    train_dir = os.path.join(model_dir, "train") if write else None
+    eval_dir = os.path.join(model_dir, cfg.validation_summary_subdir) if write else None
+    if not write:
+        summary_manager = SummaryManager(None)
+        eval_summary_manager = SummaryManager(None)
+    elif eval_summary_manager is None and params.task.allow_image_summary:
+        eval_summary_manager = ImageScalarSummaryManager(
+            eval_dir, global_step=lambda: int(trainer.global_step)
+        )
+    training = "train" in mode
+    return Controller(
+        global_step=trainer.global_step,
+        trainer=trainer if training else None,
+        evaluator=trainer,
+        steps_per_loop=cfg.steps_per_loop if training else None,
+        checkpoint_manager=checkpoint_manager,
+        summary_interval=cfg.summary_interval if (training and write) else None,
+        summary_dir=train_dir,
+        eval_summary_dir=eval_dir,
+        summary_manager=summary_manager,
+        eval_summary_manager=eval_summary_manager,
+        train_actions=train_actions,
+        eval_actions=eval_actions,
+        callbacks=callbacks,
+        progress_bar=cfg.progress_bar if chief else False,
+        print_logs=chief,
+        preemption=preemption,
+    )
