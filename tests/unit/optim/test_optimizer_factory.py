@@ -34,8 +34,8 @@ def test_sgd_matches_hand_built_torch_sgd_bitwise(make_config):
     config = make_config("sgd", momentum=0.9, nesterov=True, weight_decay=1e-3)
     model = _model()
     built = build_optimizer(config, model)
-    # On CPU the factory picks torch's fused SGD; compare against the same implementation.
-    assert built.defaults["fused"] is True
+    # The default is torch's own implementation (no fused/foreach keyword), as a user writes it.
+    assert built.defaults["fused"] is None
     reference_model = _model()
     reference = torch.optim.SGD(
         reference_model.parameters(),
@@ -43,7 +43,6 @@ def test_sgd_matches_hand_built_torch_sgd_bitwise(make_config):
         momentum=0.9,
         nesterov=True,
         weight_decay=1e-3,
-        fused=True,
     )
     for ours, theirs in zip(_train(model, built), _train(reference_model, reference)):
         assert torch.equal(ours, theirs)
@@ -53,10 +52,10 @@ def test_adam_matches_hand_built_torch_adam_bitwise(make_config):
     config = make_config("adam", beta_1=0.8, beta_2=0.99, epsilon=1e-6, amsgrad=True)
     model = _model()
     built = build_optimizer(config, model)
-    assert built.defaults["fused"] is True
+    assert built.defaults["fused"] is None
     reference_model = _model()
     reference = torch.optim.Adam(
-        reference_model.parameters(), lr=0.1, betas=(0.8, 0.99), eps=1e-6, amsgrad=True, fused=True
+        reference_model.parameters(), lr=0.1, betas=(0.8, 0.99), eps=1e-6, amsgrad=True
     )
     for ours, theirs in zip(_train(model, built), _train(reference_model, reference)):
         assert torch.equal(ours, theirs)
@@ -64,8 +63,10 @@ def test_adam_matches_hand_built_torch_adam_bitwise(make_config):
 
 def test_fused_false_gives_torch_default_implementation(make_config):
     model = _model()
-    built = build_optimizer(make_config("adam"), model, fused=False)
-    assert built.defaults["fused"] is False
+    built = build_optimizer(make_config("adam", fused=True), model, fused=False)
+    # Not passed on as fused=False, which would also turn off torch's foreach on CUDA.
+    assert built.defaults["fused"] is None
+    assert built.defaults["foreach"] is None
     reference_model = _model()
     reference = torch.optim.Adam(reference_model.parameters(), lr=0.1, eps=1e-7)
     for ours, theirs in zip(_train(model, built), _train(reference_model, reference)):
@@ -89,6 +90,12 @@ def test_rmsprop_and_adagrad_map_keras_names(make_config):
 def test_fused_true_for_optimizer_without_fused_kernel_is_an_error(make_config):
     with pytest.raises(ValueError, match=r"optimizer\.rmsprop\.fused is True"):
         build_optimizer(make_config("rmsprop", fused=True), _model())
+
+
+def test_fused_true_on_a_device_without_the_kernel_is_an_error(make_config):
+    model = nn.Linear(2, 2, device="meta")
+    with pytest.raises(ValueError, match=r"fused adagrad runs on \['cpu'\].*\['meta'\]"):
+        build_optimizer(make_config("adagrad", fused=True), model)
 
 
 def test_adamw_excludes_named_parameters_from_weight_decay(make_config):
