@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import shlex
@@ -194,6 +195,8 @@ def run_contenders(
                         help="comma-separated contender letters to run, e.g. 'a,e'")
     parser.add_argument("--clock", choices=("cpu", "wall"), default=None,
                         help="default: cpu (process time) on a CPU device, wall on a GPU")
+    parser.add_argument("--json", default="",
+                        help="also write {contender: [seconds per step, ...]} to this file")
     args = parser.parse_args(argv)
     setup_threads()
     clock = args.clock or ("cpu" if args.device == "cpu" else "wall")
@@ -206,5 +209,8 @@ def run_contenders(
         wanted = {f"({letter.strip()})" for letter in args.only.split(",")}
         contenders = {k: v for k, v in contenders.items() if k.split()[0] in wanted}
     per_step = interleave(contenders, short=args.short, long=args.long, repeats=args.repeats)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(per_step, f)
     return args, clock, per_step
 

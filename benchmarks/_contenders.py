@@ -140,7 +140,9 @@ def _bench_task(workload: Workload, params: Any, device: str = "cpu") -> Any:
     return BenchTask(params)
 
 
-def _config(workload: Workload, train_steps: int, device: str, **runtime: Any) -> Any:
+def _config(
+    workload: Workload, train_steps: int, device: str, fused: bool | None = None, **runtime: Any
+) -> Any:
     from torchgarden.config import (
         DataConfig,
         ExperimentConfig,
@@ -163,19 +165,19 @@ def _config(workload: Workload, train_steps: int, device: str, **runtime: Any) -
             checkpoint_interval=1000,
             max_to_keep=2,
             progress_bar=True,
-            optimizer_config=OptimizationConfig.from_dict(workload.optimizer_config()),
+            optimizer_config=OptimizationConfig.from_dict(workload.optimizer_config(fused)),
         ),
         runtime=RuntimeConfig(seed=0, device=device, **runtime),
     )
 
 
 def _trainer_and_controller(
-    workload: Workload, num_steps: int, device: str, **runtime: Any
+    workload: Workload, num_steps: int, device: str, fused: bool | None = None, **runtime: Any
 ) -> Any:
     from torchgarden.loop import Controller
     from torchgarden.train_lib import create_trainer
 
-    params = _config(workload, num_steps, device, **runtime)
+    params = _config(workload, num_steps, device, fused, **runtime)
     task = _bench_task(workload, params.task, device)
     trainer = create_trainer(params, task, train=True, evaluate=False)
     controller = Controller(
@@ -187,12 +189,15 @@ def _trainer_and_controller(
     return trainer, controller
 
 
-def torchgarden_defaults(workload: Workload, device: str = "cpu") -> Contender:
-    """(b) Task + Trainer + Controller, nothing written, no progress bar."""
+def torchgarden_defaults(
+    workload: Workload, device: str = "cpu", fused: bool | None = None
+) -> Contender:
+    """(b) Task + Trainer + Controller, nothing written, no progress bar; ``fused=True``
+    asks for torch's fused optimizer kernel (the one (a*) uses)."""
 
     def run(num_steps: int) -> float:
         with quiet():
-            _, controller = _trainer_and_controller(workload, num_steps, device)
+            _, controller = _trainer_and_controller(workload, num_steps, device, fused)
             return timed(lambda: controller.train(steps=num_steps), device)
 
     return run

@@ -48,9 +48,12 @@ class Workload:
         cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}[self.optimizer]
         return cls(params, **{**self.optimizer_kwargs, **overrides})
 
-    def optimizer_config(self) -> dict[str, Any]:
-        """The same optimizer as a torchgarden ``trainer.optimizer_config`` (constant lr)."""
+    def optimizer_config(self, fused: bool | None = None) -> dict[str, Any]:
+        """The same optimizer as a torchgarden ``trainer.optimizer_config`` (constant lr);
+        ``fused=True`` asks for torch's fused kernel (default: torch's default one)."""
         kwargs = dict(self.optimizer_kwargs)
+        if fused is not None:
+            kwargs["fused"] = fused
         lr = kwargs.pop("lr")
         if self.optimizer == "adam" and "eps" in kwargs:
             kwargs["epsilon"] = kwargs.pop("eps")

@@ -33,6 +33,7 @@ def build_contenders(args: argparse.Namespace) -> dict[str, _common.Contender]:
         A: c.hand_written(workload, device),
         "(a*) hand-written, tuned": c.hand_written_tuned(workload, device),
         B: c.torchgarden_defaults(workload, device),
+        "(b+) torchgarden, fused optimizer": c.torchgarden_defaults(workload, device, fused=True),
         C: c.torchgarden_full(workload, device),
     }
     if not args.no_lightning and c.lightning_available():

@@ -30,6 +30,7 @@ def build_contenders(args: argparse.Namespace) -> dict[str, _common.Contender]:
         A: c.hand_written(workload, device),
         A_STAR: c.hand_written_tuned(workload, device),
         B: c.torchgarden_defaults(workload, device),
+        "(b+) torchgarden, fused optimizer": c.torchgarden_defaults(workload, device, fused=True),
         "(c) torchgarden summaries+bar+ckpt": c.torchgarden_full(workload, device),
     }
     if not args.no_lightning and c.lightning_available():
