@@ -22,11 +22,18 @@ def test_a_name_outside_the_package_imports_nothing(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "name", ["torchgarden.no_such_module.Config", "torchgarden..Config", "torchgarden.Config"]
+    "name",
+    [
+        "torchgarden.no_such_module.Config",
+        "torchgarden..Config",
+        "torchgarden.Config",
+        "torchgarden.__main__.Config",
+    ],
 )
-def test_a_missing_or_malformed_own_name_imports_nothing_quietly(name):
+def test_a_missing_malformed_or_dunder_own_name_imports_nothing_quietly(name):
     _plugins.import_own_module(name)
     assert "torchgarden.no_such_module" not in sys.modules
+    assert "torchgarden.__main__" not in sys.modules
 
 
 def test_an_own_name_imports_its_module_even_for_a_nested_class():
