@@ -29,7 +29,6 @@ from torchgarden.config._types import (
     field_spec,
     show,
 )
-from torchgarden.config.diff import MISSING, diff
 from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
 from torchgarden.config.restrictions import check_restriction
@@ -38,7 +37,7 @@ from torchgarden.utils.files import atomic_write_text
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MISSING", "Config", "diff"]
+__all__ = ["Config"]
 
 
 _ABSENT = object()

@@ -46,8 +46,3 @@ def test_an_own_name_imports_its_module_even_for_a_nested_class():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
 
-
-def test_config_does_not_import_the_registry():
-    code = "import sys, torchgarden.config; print('torchgarden.registry' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
