@@ -15,14 +15,15 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
-import logging
 import pathlib
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from torchgarden.config._plugins import ENTRY_POINT_GROUP, load_entry_points
+from torchgarden.utils.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from torchgarden.config import ExperimentConfig, TaskConfig
@@ -37,27 +38,18 @@ __all__ = [
     "get_task_cls",
     "import_user_module",
     "load_entry_points",
+    "ENTRY_POINT_GROUP",
     "RegistryError",
 ]
 
-_logger = logging.getLogger("torchgarden")
-
-ENTRY_POINT_GROUP = "torchgarden.experiments"
-
 _EXPERIMENTS: dict[str, Callable[[], ExperimentConfig]] = {}
 _TASKS: dict[type, Callable[..., Task]] = {}
-_entry_points_loaded = False
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class RegistryError(LookupError):
     """An unknown or duplicate registry key; the message names the closest match."""
-
-
-def _closest(name: str, choices: list[str]) -> str:
-    match = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
-    return f" Did you mean '{match[0]}'?" if match else ""
 
 
 def register_experiment(name: str) -> Callable[[F], F]:
@@ -106,7 +98,7 @@ def get_experiment(name: str) -> ExperimentConfig:
     except KeyError:
         known = sorted(_EXPERIMENTS)
         raise RegistryError(
-            f"unknown experiment '{name}'.{_closest(name, known)} Registered: "
+            f"unknown experiment '{name}'.{did_you_mean(name, known, cutoff=0.5)} Registered: "
             f"{', '.join(known) or '(none)'}. Register yours with @register_experiment and "
             f"pass --import <your_module>."
         ) from None
@@ -147,7 +139,7 @@ def get_task_cls(config_cls: type) -> Callable[..., Task]:
         known = sorted(c.__qualname__ for c in _TASKS)
         raise RegistryError(
             f"no task is registered for config class {config_cls.__qualname__}."
-            f"{_closest(config_cls.__qualname__, known)} Registered task configs: "
+            f"{did_you_mean(config_cls.__qualname__, known, cutoff=0.5)} Registered task configs: "
             f"{', '.join(known) or '(none)'}. Decorate your Task with "
             f"@register_task({config_cls.__qualname__}) and make sure its module is imported."
         ) from None
@@ -187,21 +179,6 @@ def import_user_module(name: str) -> None:
             f"--import {name}: module not found ({e.name}); check the name and that its "
             f"package is installed or on PYTHONPATH."
         ) from e
-
-
-def load_entry_points() -> None:
-    """Imports every module declared in the ``torchgarden.experiments`` entry-point group."""
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as e:  # A broken plug-in must not break every other experiment.
-            _logger.warning("could not load torchgarden experiments from %s: %s", ep.value, e)
 
 
 def _ensure_builtins() -> None:

@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from torchgarden.callbacks.base import lookup_metric
+from torchgarden.utils.files import atomic_write_text
+from torchgarden.utils.logs import Logs
 
 __all__ = ["ConditionalAction", "NewBestMetric", "RecoveryAction"]
 
 _logger = logging.getLogger("torchgarden")
-
-Logs = dict[str, Any]
 
 
 class ConditionalAction:
@@ -86,12 +86,7 @@ class NewBestMetric:
             return False
         self.best_value = self.metric_value(output)
         if self.filename and self.write_metric:
-            tmp = f"{self.filename}.tmp-{os.getpid()}"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.best_value, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.filename)
+            atomic_write_text(self.filename, json.dumps(self.best_value))
         return True
 
     __call__ = commit

@@ -33,9 +33,10 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Callback", "LambdaCallback", "lookup_metric"]
+from torchgarden.utils.logs import Logs
+from torchgarden.utils.suggest import did_you_mean
 
-Logs = dict[str, Any]
+__all__ = ["Callback", "LambdaCallback", "lookup_metric"]
 
 
 def lookup_metric(logs: Mapping[str, Any], name: str) -> Any:
@@ -176,9 +177,6 @@ class LambdaCallback(Callback):
         super().__init__()
         for name, fn in hooks.items():
             if name not in self._HOOKS:
-                import difflib
-
-                close = difflib.get_close_matches(name, self._HOOKS, n=1)
-                hint = f" Did you mean '{close[0]}'?" if close else ""
+                hint = did_you_mean(name, self._HOOKS)
                 raise TypeError(f"LambdaCallback: unknown hook '{name}'.{hint}")
             setattr(self, name, fn)

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from torchgarden.callbacks.base import Callback, Logs, lookup_metric
+from torchgarden.callbacks.base import Callback, lookup_metric
+from torchgarden.utils.logs import Logs
 
 __all__ = ["EarlyStopping"]
 

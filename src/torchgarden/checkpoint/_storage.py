@@ -28,6 +28,8 @@ from torchgarden.checkpoint.errors import (
     CorruptCheckpointError,
     UnsafeCheckpointError,
 )
+from torchgarden.utils.files import atomic_write_json as atomic_write_json  # for best.py
+from torchgarden.utils.files import fsync_dir
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
@@ -73,6 +75,19 @@ def list_checkpoints(directory: str, name: str) -> list[tuple[int, str]]:
         if match and entry.is_dir() and os.path.isfile(os.path.join(entry.path, META_FILE)):
             found.append((int(match.group(1)), entry.path))
     return sorted(found)
+
+
+def latest_checkpoint(
+    directory: str | os.PathLike[str], checkpoint_name: str = "ckpt"
+) -> str | None:
+    """Returns the path of the highest-numbered complete checkpoint, or None.
+
+    Args:
+        directory: The checkpoint directory.
+        checkpoint_name: The checkpoint name prefix. Defaults to ``"ckpt"``.
+    """
+    found = list_checkpoints(os.fspath(directory), checkpoint_name)
+    return found[-1][1] if found else None
 
 
 def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -241,41 +256,6 @@ def _to_host(obj: Any, where: str, copy: bool, moved: list[str]) -> Any:
         f"and dicts from state_dict() (numpy arrays: torch.from_numpy(x) or x.tolist()), or "
         f"register the class with torch.serialization.add_safe_globals."
     )
-
-
-def fsync_dir(path: str) -> None:
-    """Flushes a directory entry to disk (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # Some filesystems refuse fsync on directories; the rename is still atomic.
-    finally:
-        os.close(fd)
-
-
-def atomic_write_json(path: str, payload: Any) -> None:
-    """Writes JSON to ``path`` via a synced temp file and ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    temp = os.path.join(
-        directory, f".{os.path.basename(path)}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    )
-    try:
-        with open(temp, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.remove(temp)
-        raise
-    fsync_dir(directory)
 
 
 def _pid_alive(pid: int) -> bool:

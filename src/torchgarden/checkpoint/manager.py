@@ -12,52 +12,22 @@ the restored number) on a layout where each checkpoint is a directory:
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import secrets
 import shutil
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from torchgarden.checkpoint import _ranks, _storage
+from torchgarden.checkpoint._storage import checkpoint_number, latest_checkpoint, read_meta
+from torchgarden.checkpoint._writer import CheckpointWriter
 from torchgarden.checkpoint.checkpoint import Checkpoint
-from torchgarden.checkpoint.errors import (
-    CheckpointMismatchError,
-    CheckpointWriteError,
-    CorruptCheckpointError,
-)
+from torchgarden.checkpoint.errors import CheckpointMismatchError, CorruptCheckpointError
 
 __all__ = ["CheckpointManager", "checkpoint_number", "latest_checkpoint", "read_meta"]
 
 logger = logging.getLogger("torchgarden")
-
-checkpoint_number = _storage.checkpoint_number
-read_meta = _storage.read_meta
-
-
-def latest_checkpoint(
-    directory: str | os.PathLike[str], checkpoint_name: str = "ckpt"
-) -> str | None:
-    """Returns the path of the highest-numbered complete checkpoint, or None.
-
-    Args:
-        directory: The checkpoint directory.
-        checkpoint_name: The checkpoint name prefix. Defaults to ``"ckpt"``.
-    """
-    found = _storage.list_checkpoints(os.fspath(directory), checkpoint_name)
-    return found[-1][1] if found else None
-
-
-@functools.lru_cache(maxsize=1)
-def _package_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("torchgarden")
-    except Exception:
-        return "unknown"
 
 
 class CheckpointManager:
@@ -147,12 +117,17 @@ class CheckpointManager:
         self._checkpoint_name = checkpoint_name
         self._init_fn = init_fn
         self._enable_async = enable_async
-        self._version = version
         self._config = config
         self._last_saved_number: int | None = None
         self._corrupt: set[str] = set()
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending: Future[str] | None = None
+        self._writer = CheckpointWriter(
+            self._directory,
+            checkpoint_name,
+            on_written=self._on_written,
+            resume_from=lambda: self.latest_checkpoint,
+            enable_async=enable_async,
+            version=version,
+        )
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -272,17 +247,14 @@ class CheckpointManager:
             self._last_saved_number = number
             return None
         state = _storage.to_host(state, copy=self._enable_async)
-        version = self._version if self._version is not None else _package_version()
         config = self._config if config is None else config
         if not self._enable_async:
-            written = self._write(number, state, config, extra, version)
+            written = self._writer.write(number, state, config=config, extra=extra)
             self._last_saved_number = number
             return written
         # The write happens later; like TF, the interval counts from the submitted save.
         self._last_saved_number = number
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-writer")
-        self._pending = self._executor.submit(self._write, number, state, config, extra, version)
+        self._writer.submit(number, state, config=config, extra=extra)
         return self._path(number)
 
     def _save_due(self, number: int, check_interval: bool) -> bool:
@@ -307,49 +279,10 @@ class CheckpointManager:
                 return False
         return True
 
-    def _write(
-        self,
-        number: int,
-        state: dict[str, Any],
-        config: dict[str, Any] | None,
-        extra: dict[str, Any] | None,
-        version: str,
-    ) -> str:
-        try:
-            path = _storage.write_checkpoint(
-                self._directory,
-                self._checkpoint_name,
-                number,
-                state,
-                config=config,
-                extra=extra,
-                version=version,
-            )
-        except (OSError, RuntimeError) as e:
-            # torch.save reports a full disk as a RuntimeError of its zip writer.
-            if isinstance(e, RuntimeError) and "inline_container" not in str(e):
-                raise
-            raise CheckpointWriteError(self._write_failure(number, e)) from e
+    def _on_written(self, path: str) -> None:
+        """Applies retention once ``path`` is durable and removes crashed saves' leftovers."""
         self._apply_retention(keep=path)
         _storage.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
-        return path
-
-    def _write_failure(self, number: int, error: BaseException) -> str:
-        if isinstance(error, OSError) and error.strerror:
-            reason = error.strerror
-        else:
-            reason = f"torch.save failed ({' '.join(str(error).split()) or type(error).__name__})"
-        try:
-            free = f" ({shutil.disk_usage(self._directory).free / 2**20:.1f} MiB free there)"
-        except OSError:
-            free = ""
-        latest = self.latest_checkpoint
-        return (
-            f"could not write checkpoint {self._checkpoint_name}-{number} in "
-            f"{self._directory!r}: {reason}{free}; the checkpoints already there are intact: "
-            f"free space, then rerun to resume from "
-            f"{os.path.basename(latest) if latest else 'the start'}."
-        )
 
     def _apply_retention(self, keep: str) -> None:
         if self._max_to_keep < 0:
@@ -366,9 +299,7 @@ class CheckpointManager:
 
     def sync(self) -> None:
         """Waits for the pending async save; re-raises its error, if any."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        self._writer.sync()
 
     def restore(
         self,
@@ -446,12 +377,7 @@ class CheckpointManager:
 
     def close(self) -> None:
         """Waits for a pending async save and stops the writer thread."""
-        try:
-            self.sync()
-        finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
+        self._writer.close()
 
     def __repr__(self) -> str:
         return (

@@ -4,7 +4,7 @@ This package imports only the standard library and PyYAML (never torch), so the
 CLI's `--help` and `config` commands stay fast.
 """
 
-from torchgarden.config.base import MISSING, Config, diff
+from torchgarden.config.base import Config
 from torchgarden.config.definitions import (
     DataConfig,
     ExperimentConfig,
@@ -12,6 +12,7 @@ from torchgarden.config.definitions import (
     TaskConfig,
     TrainerConfig,
 )
+from torchgarden.config.diff import MISSING, diff
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.oneof import OneOfConfig
 from torchgarden.config.optimization import (

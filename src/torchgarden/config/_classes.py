@@ -3,14 +3,17 @@
 Each `Config` subclass is recorded under `module.QualName` when it is defined.
 `as_dict` writes that name under the reserved key `_type` when a field holds an
 instance of a strict subclass of its annotated class, and `override` looks the
-name up here. Nothing named by a config is ever imported: an unknown name is an
-error that asks the user to import the defining module themselves.
+name up here. An unknown name is looked for only in torchgarden's own modules and in
+installed plug-ins (see `_plugins`); nothing else named by a config is ever imported,
+so any other unknown name is an error that asks the user to import the defining
+module themselves.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from torchgarden.config import _plugins
 from torchgarden.config.errors import ConfigError, did_you_mean
 
 TYPE_KEY = "_type"
@@ -67,14 +70,7 @@ def lookup(name: Any, *, path: str) -> type:
             f"({type(name).__name__})",
             key=path,
         )
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        # Built-in experiments and installed plug-ins (entry points) register through the
-        # registry's own, explicit module list; nothing named by the config is imported.
-        from torchgarden import registry
-
-        registry.list_experiments()
-        cls = _REGISTRY.get(name)
+    cls = _REGISTRY.get(name) or _import_definition(name)
     if cls is None:
         module = name.rpartition(".")[0] or name
         raise ConfigError(
@@ -84,3 +80,11 @@ def lookup(name: Any, *, path: str) -> type:
             key=path,
         )
     return cls
+
+
+def _import_definition(name: str) -> type | None:
+    """Imports the torchgarden module or installed plug-ins that may define `name`."""
+    _plugins.import_own_module(name)
+    if name not in _REGISTRY:
+        _plugins.load_entry_points()
+    return _REGISTRY.get(name)

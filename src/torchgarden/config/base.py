@@ -15,13 +15,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from torchgarden.config import _classes
 from torchgarden.config._classes import TYPE_KEY, key_of
+from torchgarden.config._keys import join_key, nest_dotted, unknown_key_error
 from torchgarden.config._types import (
     build,
     coerce,
@@ -30,22 +29,18 @@ from torchgarden.config._types import (
     field_spec,
     show,
 )
-from torchgarden.config.diff import MISSING, diff
 from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
 from torchgarden.config.restrictions import check_restriction
+from torchgarden.utils.files import atomic_write_text
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MISSING", "Config", "diff"]
+__all__ = ["Config"]
 
 
 _ABSENT = object()
-
-
-def _join(prefix: str, key: str) -> str:
-    return f"{prefix}.{key}" if prefix else key
 
 
 @dataclasses.dataclass
@@ -170,19 +165,19 @@ class Config:
                 "Use .replace(...) to get an unlocked modified copy"
             )
         spec = field_spec(type(self))
-        data = _nest_dotted(data, spec.types, prefix)
+        data = nest_dotted(data, spec.types, prefix)
         type_name = data.pop(TYPE_KEY, None)
         if type_name is not None and type_name != key_of(type(self)):
             raise ConfigError(
-                f"{_join(prefix, TYPE_KEY)}: cannot turn a {type(self).__name__} into "
+                f"{join_key(prefix, TYPE_KEY)}: cannot turn a {type(self).__name__} into "
                 f"{type_name!r} in place; build it with {type_name.rpartition('.')[2]}.from_dict",
-                key=_join(prefix, TYPE_KEY),
+                key=join_key(prefix, TYPE_KEY),
             )
         for key, value in data.items():
-            path = _join(prefix, str(key))
+            path = join_key(prefix, str(key))
             if key not in spec.types:
                 if strict:
-                    raise _unknown_key(str(key), spec.names, prefix, type(self))
+                    raise unknown_key_error(str(key), spec.names, prefix, type(self))
                 continue
             new = self._convert(key, value, path=path, current=getattr(self, key), strict=strict)
             object.__setattr__(self, key, new)
@@ -236,7 +231,7 @@ class Config:
         object.__setattr__(self, "_path_prefix", prefix)
         self.check()
         for name in field_spec(type(self)).names:
-            _validate_value(getattr(self, name), _join(prefix, name))
+            _validate_value(getattr(self, name), join_key(prefix, name))
 
     def check(self) -> None:
         """Hook: raise `ConfigError` for invalid values. The default accepts all.
@@ -246,7 +241,7 @@ class Config:
 
     def field_path(self, name: str) -> str:
         """Returns the dotted key of field `name` as seen from the config being validated."""
-        return _join(self._path_prefix, name)
+        return join_key(self._path_prefix, name)
 
     # ------------------------------------------------------------------- export
     def as_dict(self, *, include_type: bool = True) -> dict[str, Any]:
@@ -274,7 +269,8 @@ class Config:
         """
         text = dump_yaml(self.as_dict())
         if path is not None:
-            _write_atomic(Path(path), text)
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            atomic_write_text(path, text)
         return text
 
     @classmethod
@@ -312,16 +308,16 @@ class Config:
                 names = field_spec(type(node)).names
                 if part not in names:
                     raise ConfigError(
-                        f"unknown key {_join(walked, part)!r}"
+                        f"unknown key {join_key(walked, part)!r}"
                         f"{did_you_mean(part, names, prefix=walked + '.' if walked else '')}",
-                        key=_join(walked, part),
+                        key=join_key(walked, part),
                     )
                 node = getattr(node, part)
             elif isinstance(node, Mapping) and part in node:
                 node = node[part]
             else:
-                raise ConfigError(f"unknown key {_join(walked, part)!r}", key=_join(walked, part))
-            walked = _join(walked, part)
+                raise ConfigError(f"unknown key {join_key(walked, part)!r}", key=join_key(walked, part))
+            walked = join_key(walked, part)
         return node
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -336,33 +332,6 @@ class Config:
 
 
 _classes.set_root(Config)
-
-
-def _unknown_key(key: str, names: tuple[str, ...], prefix: str, cls: type) -> ConfigError:
-    path = _join(prefix, key)
-    hint = did_you_mean(key, names, prefix=prefix + "." if prefix else "")
-    if not hint:
-        hint = f"; valid keys of {prefix or cls.__name__}: {', '.join(names)}"
-    return ConfigError(f"unknown key {path!r}{hint}", key=path)
-
-
-def _nest_dotted(data: Mapping[str, Any], fields: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """Turns `{"a.b": 1}` into `{"a": {"b": 1}}` for keys that are not fields themselves."""
-    result: dict[str, Any] = {}
-    for key, value in data.items():
-        if not isinstance(key, str):
-            raise ConfigError(
-                f"keys must be strings, received {show(key)} under {prefix or 'the top level'}"
-            )
-        head, dot, rest = key.partition(".")
-        if not dot or key in fields:
-            result[key] = value
-            continue
-        present = result.get(head, {})
-        if not isinstance(present, Mapping):
-            raise ConfigError(f"key {_join(prefix, key)!r} conflicts with {_join(prefix, head)!r}")
-        result[head] = {**present, rest: value}
-    return result
 
 
 def _configs_in(value: Any) -> Iterator[Config]:
@@ -401,14 +370,3 @@ def _export(value: Any, tp: Any, include_type: bool) -> Any:
         }
     return value
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise

@@ -1,10 +1,12 @@
-"""The error type of the config package and its did-you-mean helper."""
+"""The error type of the config package and its did-you-mean helper (see `utils.suggest`)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
+
+from torchgarden.utils import suggest
+from torchgarden.utils.suggest import closest
 
 __all__ = ["ConfigError", "closest", "did_you_mean"]
 
@@ -27,32 +29,12 @@ class ConfigError(ValueError):
         self.key = key
 
 
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """Returns the choice that `word` most likely misspells, or None.
-
-    Args:
-        word: The unknown word.
-        choices: The valid words.
-
-    Returns:
-        A case-insensitive exact match if there is one, else the best
-        `difflib` match with a ratio of at least 0.6, else None.
-    """
-    options = [str(choice) for choice in choices]
-    lowered = {option.lower(): option for option in options}
-    if word.lower() in lowered:
-        return lowered[word.lower()]
-    matches = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return matches[0] if matches else None
-
-
 def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "") -> str:
-    """Returns `"; did you mean 'x'?"` for the closest choice, or `""`.
+    """Returns `"; did you mean 'x'?"` for the closest choice, or `""` (config's clause style).
 
     Args:
         word: The unknown word.
         choices: The valid words.
         prefix: Prepended to the suggestion (for dotted paths). Defaults to "".
     """
-    match = closest(word, choices)
-    return f"; did you mean {prefix + match!r}?" if match is not None else ""
+    return suggest.did_you_mean(word, choices, prefix=prefix, style="clause")

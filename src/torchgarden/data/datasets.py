@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 
 import numpy as np
@@ -10,6 +9,7 @@ import torch
 from torch.utils.data import Dataset
 
 from torchgarden.data.image_folder import ImageFolderDataset
+from torchgarden.utils.suggest import did_you_mean
 
 __all__ = [
     "ArrayDataset",
@@ -70,10 +70,8 @@ class ArrayDataset(Dataset):
 
 def _check_split(split: str) -> None:
     if split not in _SPLITS:
-        close = difflib.get_close_matches(split, _SPLITS, n=1, cutoff=0.0)
-        raise ValueError(
-            f"split must be one of {list(_SPLITS)}, got {split!r}; did you mean {close[0]!r}?"
-        )
+        hint = did_you_mean(split, _SPLITS, cutoff=0.0, style="clause")
+        raise ValueError(f"split must be one of {list(_SPLITS)}, got {split!r}{hint}")
 
 
 def load_digits_arrays(
@@ -149,8 +147,7 @@ def load_npz_arrays(
         arrays = []
         for name, key in (("x_key", x_key), ("y_key", y_key)):
             if key not in archive.files:
-                close = difflib.get_close_matches(key, available, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else "."
+                hint = did_you_mean(key, available, style="clause") or "."
                 raise KeyError(
                     f"{name}={key!r} not in {os.fspath(path)!r}; available keys: {available}{hint}"
                 )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+
+from torchgarden.utils.suggest import did_you_mean
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")
 
@@ -70,8 +71,7 @@ class ImageFolderDataset(Dataset):
         else:
             for name in class_names:
                 if name not in found:
-                    close = difflib.get_close_matches(name, found, n=1)
-                    hint = f"; did you mean {close[0]!r}?" if close else f"; found {found}."
+                    hint = did_you_mean(name, found, style="clause") or f"; found {found}."
                     raise FileNotFoundError(
                         f"class_names entry {name!r} is not a folder of {str(self.root)!r}{hint}"
                     )

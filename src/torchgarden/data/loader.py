@@ -176,6 +176,47 @@ def _input_path_text(params: Any) -> str:
     return str(path or "")
 
 
+def _worker_options(params: Any, num_workers: int, pin_memory: bool) -> dict[str, Any]:
+    """The `DataLoader` keyword arguments about workers and pinned memory."""
+    options: dict[str, Any] = {"num_workers": num_workers, "pin_memory": pin_memory}
+    if num_workers > 0:
+        options["persistent_workers"] = bool(getattr(params, "persistent_workers", False))
+        prefetch_factor = getattr(params, "prefetch_factor", None)
+        if prefetch_factor is not None:
+            options["prefetch_factor"] = prefetch_factor
+        # Out-of-order delivery is faster but makes resume inexact.
+        options["in_order"] = getattr(params, "deterministic", None) is not False
+    return options
+
+
+def _replica_sampler(
+    num_examples: int,
+    params: Any,
+    context: InputContext,
+    *,
+    shuffle: bool,
+    seed: int,
+    drop_last: bool,
+) -> ResumableSampler:
+    """This replica's sampler: a disjoint shard, or all examples when `sharding` is off.
+
+    Without sharding every replica reads all examples in an order seeded by
+    `seed + replica_id`.
+    """
+    if getattr(params, "sharding", True):
+        num_replicas, rank, sampler_seed = context.num_replicas, context.replica_id, seed
+    else:
+        num_replicas, rank, sampler_seed = 1, 0, seed + context.replica_id
+    return ResumableSampler(
+        num_examples,
+        shuffle=shuffle,
+        seed=sampler_seed,
+        num_replicas=num_replicas,
+        rank=rank,
+        drop_last=drop_last,
+    )
+
+
 def build_dataloader(
     dataset: Dataset,
     params: Any,
@@ -235,16 +276,7 @@ def build_dataloader(
     seed = 0 if seed is None else int(seed)
     drop_last = is_training and bool(getattr(params, "drop_remainder", True))
     pin_memory = bool(getattr(params, "pin_memory", False))
-
-    loader_kwargs: dict[str, Any] = {"num_workers": num_workers, "pin_memory": pin_memory}
-    if num_workers > 0:
-        loader_kwargs["persistent_workers"] = bool(getattr(params, "persistent_workers", False))
-        prefetch_factor = getattr(params, "prefetch_factor", None)
-        if prefetch_factor is not None:
-            loader_kwargs["prefetch_factor"] = prefetch_factor
-        # Out-of-order delivery is faster but makes resume inexact.
-        loader_kwargs["in_order"] = getattr(params, "deterministic", None) is not False
-
+    loader_kwargs = _worker_options(params, num_workers, pin_memory)
     if isinstance(dataset, IterableDataset):
         return DataLoader(
             dataset,
@@ -263,17 +295,8 @@ def build_dataloader(
     if getattr(params, "cache", False) and not isinstance(dataset, ArrayDataset):
         dataset = _materialize(dataset, input_path)
 
-    if getattr(params, "sharding", True):
-        num_replicas, rank, sampler_seed = context.num_replicas, context.replica_id, seed
-    else:
-        num_replicas, rank, sampler_seed = 1, 0, seed + context.replica_id
-    sampler = ResumableSampler(
-        num_examples,
-        shuffle=shuffle,
-        seed=sampler_seed,
-        num_replicas=num_replicas,
-        rank=rank,
-        drop_last=drop_last,
+    sampler = _replica_sampler(
+        num_examples, params, context, shuffle=shuffle, seed=seed, drop_last=drop_last
     )
     if isinstance(dataset, ArrayDataset) and num_workers == 0 and collate_fn is None:
         return ArrayLoader(
@@ -288,7 +311,7 @@ def build_dataloader(
         sampler=sampler,
         batch_size=batch_size,
         drop_last=drop_last,
-        seed=sampler_seed,
+        seed=sampler.seed,
         collate_fn=collate_fn,
         **loader_kwargs,
     )

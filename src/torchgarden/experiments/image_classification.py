@@ -20,12 +20,11 @@ from torchgarden.config import (
     Config,
     DataConfig,
     ExperimentConfig,
-    OptimizationConfig,
     RuntimeConfig,
     TaskConfig,
-    TrainerConfig,
 )
 from torchgarden.config.errors import ConfigError
+from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -127,27 +126,9 @@ def image_classification() -> ExperimentConfig:
                 drop_remainder=False,
             ),
         ),
-        trainer=TrainerConfig(
-            train_steps=2000,
-            steps_per_loop=100,
-            summary_interval=100,
-            checkpoint_interval=500,
-            validation_interval=500,
-            validation_steps=-1,
-            max_to_keep=3,
-            best_checkpoint_export_subdir="best_ckpt",
-            best_checkpoint_eval_metric="accuracy",
-            best_checkpoint_metric_comp="higher",
-            optimizer_config=OptimizationConfig.from_dict(
-                {
-                    "optimizer": {"type": "adam", "adam": {"epsilon": 1e-7}},
-                    "learning_rate": {
-                        "type": "cosine",
-                        "cosine": {"initial_learning_rate": 3e-3, "decay_steps": 2000},
-                    },
-                    "warmup": {"type": "linear", "linear": {"warmup_steps": 50}},
-                }
-            ),
+        trainer=adam_cosine_trainer(
+            train_steps=2000, steps_per_loop=100, learning_rate=3e-3, warmup_steps=50,
+            best_metric="accuracy",
         ),
         runtime=RuntimeConfig(seed=0),
     )

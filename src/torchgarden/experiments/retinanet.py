@@ -24,12 +24,11 @@ from torchgarden.config import (
     Config,
     DataConfig,
     ExperimentConfig,
-    OptimizationConfig,
     RuntimeConfig,
     TaskConfig,
-    TrainerConfig,
 )
 from torchgarden.config.errors import ConfigError
+from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments.semantic_segmentation import GeneratedShapesConfig
 from torchgarden.registry import register_experiment
 
@@ -201,7 +200,6 @@ class RetinaNetConfig(TaskConfig):
 @register_experiment("retinanet")
 def retinanet() -> ExperimentConfig:
     """RetinaNet on 64x64 shapes: AP50 ~0.8, AP ~0.5 after 1000 Adam steps (~5 CPU minutes)."""
-    train_steps = 1000
     return ExperimentConfig(
         task=RetinaNetConfig(
             train_data=RetinaNetDataConfig(
@@ -213,27 +211,9 @@ def retinanet() -> ExperimentConfig:
             ),
             allow_image_summary=True,
         ),
-        trainer=TrainerConfig(
-            train_steps=train_steps,
-            steps_per_loop=100,
-            summary_interval=100,
-            checkpoint_interval=500,
-            validation_interval=500,
-            validation_steps=-1,
-            max_to_keep=3,
-            best_checkpoint_export_subdir="best_ckpt",
-            best_checkpoint_eval_metric="AP",
-            best_checkpoint_metric_comp="higher",
-            optimizer_config=OptimizationConfig.from_dict(
-                {
-                    "optimizer": {"type": "adam", "adam": {"epsilon": 1e-7}},
-                    "learning_rate": {
-                        "type": "cosine",
-                        "cosine": {"initial_learning_rate": 5e-3, "decay_steps": train_steps},
-                    },
-                    "warmup": {"type": "linear", "linear": {"warmup_steps": 100}},
-                }
-            ),
+        trainer=adam_cosine_trainer(
+            train_steps=1000, steps_per_loop=100, learning_rate=5e-3, warmup_steps=100,
+            best_metric="AP",
         ),
         runtime=RuntimeConfig(seed=0),
     )

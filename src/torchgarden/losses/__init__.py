@@ -1,6 +1,6 @@
 """Keras-style losses: per-example `call`, sample weighting and a `Reduction`."""
 
-from torchgarden.losses.base import Loss, LossFunctionWrapper, Reduction, get
+from torchgarden.losses.base import Loss, LossFunctionWrapper, Reduction
 from torchgarden.losses.builtins import (
     BinaryCrossentropy,
     CategoricalCrossentropy,
@@ -11,6 +11,7 @@ from torchgarden.losses.builtins import (
     MeanSquaredError,
     SparseCategoricalCrossentropy,
 )
+from torchgarden.losses.lookup import get
 
 __all__ = [
     "BinaryCrossentropy",

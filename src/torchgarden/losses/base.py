@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import enum
 import re
 from collections.abc import Callable
@@ -10,15 +9,13 @@ from typing import Any
 
 import torch
 
+from torchgarden.utils.suggest import did_you_mean
+from torchgarden.utils.tensors import match_rank
+
 
 def _snake_case(name: str) -> str:
     name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
     return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-
-
-def _closest(value: str, choices: list[str]) -> str:
-    match = difflib.get_close_matches(value, choices, n=1, cutoff=0.0)
-    return match[0] if match else choices[0]
 
 
 class Reduction(str, enum.Enum):
@@ -56,17 +53,8 @@ class Reduction(str, enum.Enum):
             return cls(str(value).lower())
         except ValueError:
             choices = [r.value for r in cls]
-            raise ValueError(f"reduction must be one of {choices}, got {value!r}; did you mean "
-                             f"{_closest(str(value), choices)!r}?") from None
-
-
-def match_rank(y_true: torch.Tensor, y_pred: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Squeezes a trailing size-1 axis so ``[N]`` and ``[N, 1]`` line up (Keras' rule)."""
-    if y_true.ndim == y_pred.ndim + 1 and y_true.shape[-1] == 1:
-        y_true = y_true.squeeze(-1)
-    elif y_pred.ndim == y_true.ndim + 1 and y_pred.shape[-1] == 1:
-        y_pred = y_pred.squeeze(-1)
-    return y_true, y_pred
+            hint = did_you_mean(value, choices, cutoff=0.0, style="clause")
+            raise ValueError(f"reduction must be one of {choices}, got {value!r}{hint}") from None
 
 
 def _as_float32(x: torch.Tensor) -> torch.Tensor:
@@ -225,36 +213,3 @@ class LossFunctionWrapper(Loss):
     def call(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
         y_true, y_pred = match_rank(y_true, y_pred)
         return self.fn(y_true, y_pred, **self.fn_kwargs)
-
-
-def get(identifier: Loss | str | Callable[..., torch.Tensor] | type) -> Loss:
-    """Returns a `Loss` for a name, a `Loss` (class or instance) or a plain function.
-
-    Names (case-insensitive): ``mse``/``mean_squared_error``, ``mae``/``mean_absolute_error``,
-    ``huber``, ``binary_crossentropy``/``bce``, ``categorical_crossentropy``,
-    ``sparse_categorical_crossentropy``, ``focal``/``focal_loss``, ``contrastive``, or a
-    built-in class name such as ``"Huber"``; each is built with its defaults. A function
-    ``fn(y_true, y_pred) -> per-example loss`` (e.g. a closure returned by
-    ``my_huber_loss(threshold)``) is wrapped in `LossFunctionWrapper`.
-
-    Raises:
-        ValueError: For an unknown name, naming the closest valid one.
-        TypeError: For anything that is neither a string nor callable.
-    """
-    from torchgarden.losses import builtins
-
-    if isinstance(identifier, Loss):
-        return identifier
-    if isinstance(identifier, type) and issubclass(identifier, Loss):
-        return identifier()
-    if isinstance(identifier, str):
-        table = builtins.LOSSES_BY_NAME
-        key = identifier.lower()
-        if key not in table:
-            raise ValueError(f"Unknown loss {identifier!r}; did you mean "
-                             f"{_closest(key, sorted(table))!r}? Known: {sorted(table)}.")
-        return table[key]()
-    if callable(identifier):
-        return LossFunctionWrapper(identifier)
-    raise TypeError(f"losses.get expected a Loss, a loss name or a function "
-                    f"fn(y_true, y_pred); got {type(identifier).__name__}.")

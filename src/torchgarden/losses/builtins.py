@@ -8,12 +8,11 @@ of them equals the corresponding ``torch.nn.functional`` loss with ``reduction="
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 
-from torchgarden.losses.base import Loss, Reduction, match_rank
+from torchgarden.losses.base import Loss, Reduction
+from torchgarden.utils.tensors import match_rank
 
 EPSILON = 1e-7
 """Clip for probability inputs (``from_logits=False``), as in Keras."""
@@ -289,29 +288,3 @@ class ContrastiveLoss(Loss):
         y_true, y_pred = _same_shape(self, y_true, y_pred)
         far = torch.square(torch.clamp(self.margin - y_pred, min=0.0))
         return _per_example(y_true * torch.square(y_pred) + (1.0 - y_true) * far)
-
-
-LOSSES_BY_NAME: dict[str, Callable[[], Loss]] = {
-    "mse": MeanSquaredError,
-    "mean_squared_error": MeanSquaredError,
-    "meansquarederror": MeanSquaredError,
-    "mae": MeanAbsoluteError,
-    "mean_absolute_error": MeanAbsoluteError,
-    "meanabsoluteerror": MeanAbsoluteError,
-    "huber": Huber,
-    "huber_loss": Huber,
-    "binary_crossentropy": BinaryCrossentropy,
-    "binarycrossentropy": BinaryCrossentropy,
-    "bce": BinaryCrossentropy,
-    "categorical_crossentropy": CategoricalCrossentropy,
-    "categoricalcrossentropy": CategoricalCrossentropy,
-    "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
-    "sparsecategoricalcrossentropy": SparseCategoricalCrossentropy,
-    "focal": FocalLoss,
-    "focal_loss": FocalLoss,
-    "focalloss": FocalLoss,
-    "contrastive": ContrastiveLoss,
-    "contrastive_loss": ContrastiveLoss,
-    "contrastiveloss": ContrastiveLoss,
-}
-"""Names accepted by `losses.get` (lower-cased; class names without underscores too)."""

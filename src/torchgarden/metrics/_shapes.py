@@ -1,21 +1,8 @@
-"""Shape helpers shared by the built-in metrics (Keras' rank matching, safe division)."""
+"""Shape helpers shared by the built-in metrics (Keras' weight broadcasting, safe division)."""
 
 from __future__ import annotations
 
 import torch
-
-
-def match_rank(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Squeezes a trailing size-1 axis so that ``x`` and ``y`` have the same rank.
-
-    ``[N]`` against ``[N, 1]`` becomes ``[N]`` and ``[N]``; other rank differences are left
-    for broadcasting.
-    """
-    if x.ndim == y.ndim + 1 and x.shape[-1] == 1:
-        x = x.squeeze(-1)
-    elif y.ndim == x.ndim + 1 and y.shape[-1] == 1:
-        y = y.squeeze(-1)
-    return x, y
 
 
 def broadcast_weight(values: torch.Tensor, sample_weight: torch.Tensor | float,

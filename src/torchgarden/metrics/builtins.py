@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import torch
 
-from torchgarden.metrics._shapes import broadcast_weight, divide_no_nan, match_rank
+from torchgarden.metrics._shapes import broadcast_weight, divide_no_nan
 from torchgarden.metrics.base import Metric
+from torchgarden.utils.tensors import match_rank
 
 SampleWeight = torch.Tensor | float | None
 

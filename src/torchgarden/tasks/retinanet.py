@@ -23,14 +23,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchgarden import data, losses, metrics
-from torchgarden.core.task import Logs, Task
+from torchgarden.core.task import Task
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig
 from torchgarden.layers import model_losses
 from torchgarden.registry import register_task
+from torchgarden.utils.logs import Logs
 from torchgarden.vision.anchors import assign_targets
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.coco_data import COCODetectionDataset, collate_detections
 from torchgarden.vision.retinanet_model import RetinaNet, flatten_levels
+from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 
 __all__ = ["RetinaNetTask", "draw_detections"]
 
@@ -127,12 +129,6 @@ class RetinaNetTask(Task):
         path = path[0] if isinstance(path, list) and path else path
         if path:
             return str(path)
-        from torchgarden.vision.shapes import (
-            SHAPE_NAMES,
-            generate_shapes_dataset,
-            shapes_dataset_root,
-        )
-
         num_classes = self.task_config.model.num_classes
         if num_classes > len(SHAPE_NAMES):
             raise ValueError(

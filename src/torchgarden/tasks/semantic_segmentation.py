@@ -12,16 +12,18 @@ import torch
 from torch import nn
 
 from torchgarden import data, losses, metrics
-from torchgarden.core.task import Logs, Task
+from torchgarden.core.task import Task
 from torchgarden.experiments.semantic_segmentation import (
     SegmentationDataConfig,
     SemanticSegmentationConfig,
 )
 from torchgarden.layers import model_losses
 from torchgarden.registry import register_task
+from torchgarden.utils.logs import Logs
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.segmentation_data import SegmentationFolderDataset
 from torchgarden.vision.segmentation_model import SegmentationModel
+from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 
 __all__ = ["ImageBatch", "SegmentationMeanIoU", "SemanticSegmentationTask", "colorize_overlay"]
 
@@ -146,12 +148,6 @@ class SemanticSegmentationTask(Task):
             )
         if paths:
             return Path(paths[0].strip())
-        from torchgarden.vision.shapes import (
-            SHAPE_NAMES,
-            generate_shapes_dataset,
-            shapes_dataset_root,
-        )
-
         config = self.task_config
         shape_classes = config.model.num_classes - 1
         if shape_classes > len(SHAPE_NAMES):

@@ -15,11 +15,12 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Sequence
 
 import torch
+
+from torchgarden.utils.suggest import did_you_mean
 
 __all__ = [
     "BOX_FORMATS",
@@ -41,9 +42,8 @@ untrained head cannot produce infinite boxes."""
 
 def _check_format(name: str, value: str) -> None:
     if value not in BOX_FORMATS:
-        match = difflib.get_close_matches(value, BOX_FORMATS, n=1, cutoff=0.0)
-        raise ValueError(f"{name} must be one of {', '.join(BOX_FORMATS)}, got {value!r}; "
-                         f"did you mean {match[0]!r}?")
+        hint = did_you_mean(value, BOX_FORMATS, cutoff=0.0, style="clause")
+        raise ValueError(f"{name} must be one of {', '.join(BOX_FORMATS)}, got {value!r}{hint}")
 
 
 def _check_last_dim(name: str, boxes: torch.Tensor) -> None:

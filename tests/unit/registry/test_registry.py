@@ -71,7 +71,9 @@ def test_entry_point_plugins_register_experiments(tmp_path):
         def plugin_experiment():
             return ExperimentConfig()
     """))
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    # Keep the inherited PYTHONPATH so the subprocess runs the torchgarden under test.
+    paths = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     out = subprocess.run([sys.executable, "-m", "torchgarden", "list"], capture_output=True,
                          text=True, env=env)
     assert out.returncode == 0, out.stderr

@@ -1,0 +1,79 @@
+"""Plug-ins: the only modules a config may cause to be imported.
+
+When a `_type: module.QualName` key names a config class that is not defined yet,
+two kinds of module may define it, and nothing else is ever imported:
+
+* a module inside torchgarden itself (a name starting with `torchgarden.`), such as
+  the built-in experiment configs in `torchgarden.experiments`;
+* the modules that installed packages declare in the `torchgarden.experiments`
+  entry-point group (the registry loads the same group to list experiments).
+
+This module sits below both `config` and `registry` and imports neither (nor torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+__all__ = ["ENTRY_POINT_GROUP", "OWN_PACKAGE", "import_own_module", "load_entry_points"]
+
+_logger = logging.getLogger("torchgarden")
+
+ENTRY_POINT_GROUP = "torchgarden.experiments"
+"""The entry-point group whose modules register experiments (and define their configs)."""
+
+OWN_PACKAGE = "torchgarden"
+"""The only package whose modules a class name read from a config may import."""
+
+_entry_points_loaded = False
+
+
+def import_own_module(class_name: str) -> None:
+    """Imports the torchgarden module that defines `class_name` (`module.QualName`), if any.
+
+    A name outside the torchgarden package imports nothing: a config file never
+    decides which third-party code runs. Candidate modules are tried from the
+    longest dotted prefix down (a qualified name may hold dots of nested classes);
+    a candidate that does not exist is skipped, and a name with a part that is not a
+    plain identifier (or is a dunder such as `__main__`) imports nothing.
+
+    Args:
+        class_name: A `module.QualName` string, e.g. read from a `_type` key.
+    """
+    parts = class_name.split(".")
+    if parts[0] != OWN_PACKAGE or not all(_plain_name(part) for part in parts):
+        return
+    for end in range(len(parts) - 1, 1, -1):
+        module = ".".join(parts[:end])
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name is not None and (module + ".").startswith(e.name + "."):
+                continue  # No such module (or package): try a shorter prefix.
+            raise
+        return
+
+
+def _plain_name(part: str) -> bool:
+    # Dunder modules (`torchgarden.__main__` runs the CLI) never define config classes.
+    return part.isidentifier() and not part.startswith("__")
+
+
+def load_entry_points() -> None:
+    """Imports every module declared in the `torchgarden.experiments` entry-point group, once.
+
+    A plug-in that fails to import is logged as a warning and skipped, so a broken
+    plug-in never breaks every other experiment.
+    """
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points  # Slow to import; needed only here.
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as e:  # A broken plug-in must not break every other experiment.
+            _logger.warning("could not load torchgarden experiments from %s: %s", ep.value, e)
