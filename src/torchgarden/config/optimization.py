@@ -54,8 +54,9 @@ class BaseOptimizerConfig(Config):
     global_clipnorm: float | None = None
     """Clip the global L2 norm of all gradients; None disables. Defaults to None."""
     fused: bool | None = None
-    """Use the fused implementation; None lets the builder pick the fastest safe one.
-    Defaults to None."""
+    """True: torch's fused kernel (faster on CPU and CUDA, rounds differently from a
+    hand-written loop). None or False: torch's default implementation, bitwise equal to
+    ``torch.optim.X(model.parameters(), ...)`` with torch's defaults. Defaults to None."""
 
 
 @dataclasses.dataclass

@@ -90,7 +90,7 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
     Works for any object with torch's ``param_groups`` / ``state`` layout, including a
     ``LossScaleOptimizer`` or another wrapper that forwards them. Fused kernels that
     ``DTensor`` has no sharding rule for (torch 2.13: all but Adam and AdamW, e.g. the
-    fused SGD torchgarden picks by default) would fail at the first step, so those
+    fused SGD of ``fused: true``) would fail at the first step, so those
     groups fall back to torch's foreach implementation, which computes the same update.
 
     Args:

@@ -62,7 +62,7 @@ class LossScaleOptimizer:
     unless a gradient is inf/NaN, and updates the scale: halved after a skipped step,
     doubled after ``growth_interval`` finite steps in a row (dynamic only).
 
-    Host syncs: with a fused inner optimizer (torchgarden's default for SGD/Adam/AdamW)
+    Host syncs: with a fused inner optimizer (``fused: true`` in the optimizer config)
     the skip happens inside the kernel and ``step()`` never syncs; other optimizers pay
     one ``.item()`` per step inside ``GradScaler.step``.
 
