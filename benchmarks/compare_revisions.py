@@ -44,18 +44,23 @@ def _run(script: str, source: str, extra: list[str], out: str) -> dict[str, list
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git revision to compare with")
+    parser.add_argument("--head", default="",
+                        help="git revision compared (default: this checkout's working tree)")
     parser.add_argument("--script", default="loop_overhead.py")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0, help="seeds the order of the runs")
     parser.add_argument("extra", nargs="*", help="arguments for the script (after --)")
     args = parser.parse_args(argv)
-    _common.print_header(f"{args.script}: {args.base} vs this checkout", "compare_revisions.py",
-                         argv)
+    _common.print_header(f"{args.script}: {args.base} vs {args.head or 'this checkout'}",
+                         "compare_revisions.py", argv)
     rng = random.Random(args.seed)
     results: dict[str, dict[str, list[float]]] = {"base": {}, "head": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        sources = {"base": _export(args.base, tmp),
-                   "head": os.path.join(_common.REPO, "src")}
+        os.makedirs(os.path.join(tmp, "base"))
+        os.makedirs(os.path.join(tmp, "head"))
+        sources = {"base": _export(args.base, os.path.join(tmp, "base")),
+                   "head": _export(args.head, os.path.join(tmp, "head")) if args.head
+                   else os.path.join(_common.REPO, "src")}
         for round_index in range(args.rounds):
             order = rng.sample(sorted(sources), 2)
             for name in order:
