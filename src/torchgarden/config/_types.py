@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import reprlib
 import sys
 import types
 import typing
@@ -19,7 +20,7 @@ from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from torchgarden.config import _classes
 from torchgarden.config._classes import TYPE_KEY
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
 
 __all__ = ["FieldSpec", "coerce", "config_classes_in", "element_type", "field_spec", "format_type"]
 
@@ -121,18 +122,29 @@ def format_type(tp: Any) -> str:
     return str(tp).replace("typing.", "")
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 2, 4, 4, 4
+_REPR.maxstring, _REPR.maxother = 40, 40
+
+
 def show(value: Any) -> str:
-    """Returns `repr(value) (type)` for error messages, shortened to one line."""
+    """Returns `repr(value) (type)` for error messages, shortened to one line.
+
+    The repr is bounded (`reprlib`): a value built from YAML aliases may be huge, and
+    a message must never expand it.
+    """
     if _classes.is_config_class(type(value)):
         return f"a {type(value).__name__}"
-    text = repr(value)
+    text = _REPR.repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"
 
 
 def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
-    return ConfigError(f"{path} expects {format_type(tp)}, received {show(value)}{hint}", key=path)
+    return ConfigTypeError(
+        f"{path} expects {format_type(tp)}, received {show(value)}{hint}", key=path
+    )
 
 
 def config_classes_in(tp: Any) -> tuple[type, ...]:
@@ -152,7 +164,7 @@ def element_type(tp: Any, index: int | str | None = None) -> Any:
         if origin is list and args:
             return args[0]
         if origin is tuple and args:
-            if len(args) == 2 and args[1] is Ellipsis:
+            if _is_variadic_tuple(args):
                 return args[0]
             return args[index] if isinstance(index, int) and index < len(args) else Any
         if origin is dict and len(args) == 2:
@@ -328,7 +340,7 @@ def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool)
         raise _mismatch(value, tp, path, hint)
     args = get_args(tp)
     container = tuple if tp is tuple or get_origin(tp) is tuple else list
-    if container is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+    if container is tuple and args and not _is_variadic_tuple(args):
         if len(value) != len(args):
             raise _mismatch(value, tp, path, f"; expected {len(args)} items, got {len(value)}")
         return tuple(coerce(v, a, path=f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
@@ -344,6 +356,12 @@ def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool)
         )
         for i, item in enumerate(value)
     )
+
+
+def _is_variadic_tuple(args: tuple[Any, ...]) -> bool:
+    """`tuple[X, ...]`, and `tuple[X]`, which Model Garden configs use for "a tuple of X"
+    (`z: Tuple[str] = ('a',)` takes `['a', 'b', 'c']` there too)."""
+    return len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis)
 
 
 def _coerce_mapping(value: Any, tp: Any, path: str, current: Any, strict: bool) -> dict:
@@ -380,8 +398,11 @@ def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
             result[key] = _coerce_any(item, f"{path}.{key}", result.get(key), strict)
         return result
     if isinstance(value, list | tuple):
-        return [_coerce_any(item, f"{path}[{i}]", None, strict) for i, item in enumerate(value)]
-    raise ConfigError(
+        # A tuple stays a tuple, as in Model Garden (YAML has no tuples: a file gives a list).
+        return type(value)(
+            _coerce_any(item, f"{path}[{i}]", None, strict) for i, item in enumerate(value)
+        )
+    raise ConfigTypeError(
         f"{path} expects a YAML value (None, bool, int, float, str, list or mapping), "
         f"received {show(value)}",
         key=path,

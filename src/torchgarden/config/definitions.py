@@ -194,13 +194,28 @@ class TrainerConfig(Config):
         _require(self, "continuous_eval_timeout", self.continuous_eval_timeout >= 0, ">= 0")
         _require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, ">= 1")
         _choose(self, "best_checkpoint_metric_comp", ("higher", "lower"))
+        self._check_preemption_signals()
+
+    def _check_preemption_signals(self) -> None:
+        key = self.field_path("preemption_signals")
         for name in self.preemption_signals:
-            if not isinstance(getattr(signal, _signal_name(name), None), signal.Signals):
-                key = self.field_path("preemption_signals")
+            found = getattr(signal, _signal_name(name), None)
+            if not isinstance(found, signal.Signals):
                 raise ConfigError(
                     f"{key}: unknown signal {name!r}; use names such as SIGTERM, SIGINT, SIGUSR1",
                     key=key,
                 )
+            if found in _UNCATCHABLE:
+                raise ConfigError(
+                    f"{key}: {found.name} cannot be caught by any process, so it can never "
+                    "trigger a checkpoint; use SIGTERM, SIGINT or SIGUSR1",
+                    key=key,
+                )
+
+
+_UNCATCHABLE = frozenset(
+    getattr(signal, name) for name in ("SIGKILL", "SIGSTOP") if hasattr(signal, name)
+)
 
 
 def _signal_name(name: str) -> str:
@@ -228,6 +243,26 @@ _DTYPE_HINTS = {
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _DEVICE = re.compile(r"^(?:auto|cpu|mps|meta|(?:cuda|xpu|hpu|npu|xla)(?::\d+)?)$")
 _DEVICE_NAMES = ("auto", "cpu", "cuda", "mps", "xpu", "hpu", "npu", "xla")
+#: Names people mean by other words: spelling alone would suggest 'xpu' for 'gpu'.
+_DEVICE_HINTS = {
+    "gpu": "cuda", "gpus": "cuda", "nvidia": "cuda", "cuda_gpu": "cuda", "rocm": "cuda",
+    "hip": "cuda", "tpu": "xla", "metal": "mps", "apple": "mps", "m1": "mps", "m2": "mps",
+    "mac": "mps", "default": "auto", "any": "auto", "host": "cpu",
+}
+
+
+def _device_hint(device: str) -> str:
+    """`; did you mean 'cuda:1'?` for `gpu:1`: meaning first, then spelling."""
+    name, colon, index = device.strip().lower().partition(":")
+    match = re.fullmatch(r"([a-z_]+?)(\d+)", name)
+    if match and not colon:  # cuda0, gpu1
+        name, colon, index = match.group(1), ":", match.group(2)
+    target = _DEVICE_HINTS.get(name) or (name if name in _DEVICE_NAMES else None)
+    if target is None:
+        return did_you_mean(name, _DEVICE_NAMES)
+    if colon and index.isdigit() and target not in ("auto", "cpu", "mps"):
+        target = f"{target}:{index}"
+    return f"; did you mean {target!r}?"
 
 
 @dataclasses.dataclass
@@ -275,7 +310,7 @@ class RuntimeConfig(Config):
             key = self.field_path("device")
             raise ConfigError(
                 f"{key}: {self.device!r} is not a device such as auto, cpu, cuda, cuda:1, mps"
-                f"{did_you_mean(self.device.partition(':')[0], _DEVICE_NAMES)}",
+                f"{_device_hint(self.device)}",
                 key=key,
             )
         _choose(self, "mixed_precision_dtype", _DTYPES, _DTYPE_HINTS)
