@@ -1,6 +1,12 @@
 """Callbacks (loop hooks that may stop training) and Orbit-style actions."""
 
-from torchgarden.callbacks.actions import ConditionalAction, NewBestMetric, RecoveryAction
+from torchgarden.callbacks.actions import (
+    ConditionalAction,
+    NewBestMetric,
+    RecoveryAction,
+    RecoveryHooks,
+    TrainingDivergedError,
+)
 from torchgarden.callbacks.base import Callback, LambdaCallback, lookup_metric
 from torchgarden.callbacks.early_stopping import EarlyStopping
 
@@ -11,5 +17,7 @@ __all__ = [
     "ConditionalAction",
     "NewBestMetric",
     "RecoveryAction",
+    "RecoveryHooks",
+    "TrainingDivergedError",
     "lookup_metric",
 ]

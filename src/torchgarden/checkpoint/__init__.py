@@ -8,6 +8,7 @@ from torchgarden.checkpoint.errors import (
     CheckpointMismatchError,
     CheckpointWriteError,
     CorruptCheckpointError,
+    NonFiniteCheckpointError,
     UnsafeCheckpointError,
 )
 from torchgarden.checkpoint.iterator import checkpoints_iterator
@@ -28,6 +29,7 @@ __all__ = [
     "CheckpointMismatchError",
     "CheckpointWriteError",
     "CorruptCheckpointError",
+    "NonFiniteCheckpointError",
     "UnsafeCheckpointError",
     "Value",
     "checkpoint_number",

@@ -118,7 +118,9 @@ class Trainer(Evaluator):
         self._lr_varies = lr_schedule is not None and not getattr(lr_schedule, "is_constant", False)
         if optimizer is not None and lr_schedule is not None:
             set_learning_rate(optimizer, lr_schedule(0))
-        self._check_loss = check_loss
+        #: ``(global_step, loss) -> bool`` checked after every step, or None; settable
+        #: between loops (blow-up recovery turns it on while it replays a loop).
+        self.check_loss = check_loss
         self._train_loss = LossMean("training_loss", self._runtime.device)
         self._train_metrics = [on_device(as_metric(m), self._runtime.device) for m in train_metrics]
         self._train_dataset = train_data
@@ -187,7 +189,7 @@ class Trainer(Evaluator):
         # torchrun ranks must stop together, so preemption is agreed on by the
         # Controller at loop boundaries instead of here.
         preemption = self.preemption if not self._runtime.is_distributed else None
-        check_loss = self._check_loss
+        check_loss = self.check_loss
         self.stopped_early = False
         for _ in range(num_steps):
             train_step(iterator)

@@ -11,6 +11,7 @@ from torch import nn
 
 from torchgarden import data, metrics
 from torchgarden.core.task import Task
+from torchgarden.data import validation
 from torchgarden.experiments.image_classification import (
     ImageClassificationConfig,
     ImageClassificationDataConfig,
@@ -65,33 +66,50 @@ class ImageClassificationTask(Task):
             split = params.split or ("train" if params.is_training else "validation")
             x, y = data.load_digits_arrays(split)
             where = f"digits/{split}"
-        elif params.source == "npz":
-            path = params.input_path if isinstance(params.input_path, str) else params.input_path[0]
-            x, y = data.load_npz_arrays(path, x_key=params.x_key, y_key=params.y_key)
-            if x.ndim == 3:
-                x = x.unsqueeze(1)
-            where = path
         else:
-            path = params.input_path if isinstance(params.input_path, str) else params.input_path[0]
-            channels, height, width = model_cfg.input_size
-            folder = data.ImageFolderDataset(
-                path, image_size=(height, width), grayscale=channels == 1
-            )
-            x, y = folder.to_arrays()
-            where = path
+            split = "train_data" if params.is_training else "validation_data"
+            paths = validation.expand_input_paths(params.input_path, f"task.{split}.input_path")
+            x, y = self._read_sources(params, paths)
+            where = paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} more)"
         expected = tuple(model_cfg.input_size)
         if tuple(x.shape[1:]) != expected:
             raise ValueError(
                 f"{where}: images have shape {tuple(x.shape[1:])} but task.model.input_size is "
                 f"{list(expected)}; set task.model.input_size={list(x.shape[1:])}."
             )
-        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= model_cfg.num_classes):
-            raise ValueError(
-                f"{where}: labels span [{int(y.min())}, {int(y.max())}] but "
-                f"task.model.num_classes is {model_cfg.num_classes}; labels must be in "
-                f"[0, {model_cfg.num_classes - 1}]."
-            )
-        return x.float(), y.long()
+        validation.check_features(x.numpy(), where)
+        labels = validation.check_class_labels(y.numpy(), len(x), model_cfg.num_classes, where)
+        return x.float(), torch.from_numpy(labels)
+
+    def _read_sources(
+        self, params: ImageClassificationDataConfig, paths: list[str]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reads and concatenates every ``input_path`` (npz files or image folders)."""
+        xs, ys, classes = [], [], None
+        for path in paths:
+            if params.source == "npz":
+                x, y = data.load_npz_arrays(path, x_key=params.x_key, y_key=params.y_key)
+                x = x.unsqueeze(1) if x.ndim == 3 else x
+            else:
+                channels, height, width = self.task_config.model.input_size
+                folder = data.ImageFolderDataset(
+                    path, image_size=(height, width), grayscale=channels == 1
+                )
+                if classes is not None and folder.classes != classes:
+                    raise ValueError(
+                        f"{path}: class folders {folder.classes} differ from {classes} of "
+                        f"{paths[0]}; every input_path folder needs the same classes."
+                    )
+                classes = folder.classes
+                x, y = folder.to_arrays()
+            if xs and x.shape[1:] != xs[0].shape[1:]:
+                raise ValueError(
+                    f"{path}: images of shape {tuple(x.shape[1:])} where {paths[0]} has "
+                    f"{tuple(xs[0].shape[1:])}."
+                )
+            xs.append(x)
+            ys.append(y)
+        return (xs[0], ys[0]) if len(xs) == 1 else (torch.cat(xs), torch.cat(ys))
 
     def build_inputs(
         self, params: ImageClassificationDataConfig, input_context: Any = None
