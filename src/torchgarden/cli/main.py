@@ -9,8 +9,10 @@ import argparse
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -55,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     define_flags(config)
     config.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
     return parser
+
+
+_THREAD_EXCEPTHOOK = threading.excepthook
 
 
 class _UsageError(Exception):
@@ -165,9 +170,11 @@ def _command_run(args: argparse.Namespace) -> int:
                     task=task, mode=args.mode, params=params, model_dir=model_dir,
                     runtime=runtime,
                 )
-            except _input_errors():
-                if lock is not None and not _has_checkpoint(model_dir):
+            except _input_errors() as error:
+                if lock is not None and not _new_checkpoints(model_dir, lock.preexisting):
                     lock.remove_created(keep=(EVAL_SUBDIR,))  # Only what this run created.
+                if isinstance(error, OSError) and not error.filename:
+                    raise _UsageError(_write_failure(error, model_dir)) from error
                 raise
     finally:
         teardown_runtime(runtime)
@@ -192,17 +199,44 @@ def _configuration(args: argparse.Namespace, *, training: bool) -> Any:
     return params
 
 
-def _has_checkpoint(model_dir: str) -> bool:
+def _new_checkpoints(model_dir: str, preexisting: frozenset[str]) -> bool:
     try:
-        return any(name.startswith("ckpt-") for name in os.listdir(model_dir))
+        return any(n.startswith("ckpt-") and n not in preexisting for n in os.listdir(model_dir))
     except OSError:
         return False
+
+
+def _write_failure(error: OSError, model_dir: str) -> str:
+    """An OSError that names no file (a background writer's): say where and what is left."""
+    try:
+        free = f" ({shutil.disk_usage(model_dir).free / 2**20:.1f} MiB free there)"
+    except OSError:
+        free = ""
+    kept = sorted((n for n in os.listdir(model_dir) if n.startswith("ckpt-")),
+                  key=lambda n: int(n.partition("-")[2]) if n.partition("-")[2].isdigit() else -1,
+                  ) if os.path.isdir(model_dir) else []
+    resume = f"it resumes from {kept[-1]}" if kept else "it starts over"
+    return (f"writing to {model_dir} failed: {error.strerror or error}{free}; what was there is "
+            f"intact: fix it, then rerun ({resume}).")
+
+
+def _quiet_writer_threads(verbose: bool) -> None:
+    """TensorBoard's writer thread dies on a full disk with a traceback, then hands the same
+    error to the main thread, which reports it in one line: print the thread's only with
+    ``--verbose``."""
+    def hook(info: Any) -> None:
+        writer = type(info.thread).__name__ == "_AsyncWriterThread"
+        if verbose or not (writer and isinstance(info.exc_value, OSError)):
+            _THREAD_EXCEPTHOOK(info)
+
+    threading.excepthook = hook
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _quiet_writer_threads(args.verbose)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

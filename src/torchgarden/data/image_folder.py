@@ -117,7 +117,12 @@ class ImageFolderDataset(Dataset):
                 array = np.asarray(image, dtype=np.uint8)
         except _TooManyPixels:
             raise
-        except (OSError, ValueError, Image.DecompressionBombError) as err:
+        except Image.DecompressionBombError as err:  # Pillow's own limit, at twice its bound.
+            raise _TooManyPixels(
+                f"image {str(path)!r} declares more pixels than are decoded safely ({err}); "
+                "resize it or drop it from the folder"
+            ) from None
+        except (OSError, ValueError) as err:
             raise ValueError(f"cannot decode image {str(path)!r}: {err}") from None
         if array.ndim == 2:
             array = array[:, :, None]

@@ -74,6 +74,11 @@ def read_npz_array(archive: Any, name: str, path: str) -> np.ndarray:
             header = f.tell()
     except (KeyError, ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
         raise ValueError(f"{path!r}: array {name!r} is unreadable ({e}).") from None
+    if dtype.kind not in "biufc" and not dtype.hasobject:
+        raise ValueError(
+            f"{path!r}: array {name!r} has dtype {dtype}; expected numbers (class ids must "
+            "be integers, images floats or uint8)."
+        )
     if dtype.hasobject:
         raise ValueError(
             f"{path!r}: array {name!r} holds Python objects (dtype {dtype}); torchgarden never "
@@ -145,8 +150,8 @@ def check_class_labels(y: np.ndarray, num_examples: int, num_classes: int, where
         if not whole.all():
             first = int(np.flatnonzero(~whole)[0])
             raise ValueError(
-                f"{where}: label {y[first]!r} at index {first} is not a whole number; labels "
-                "are integer class ids."
+                f"{where}: label {y[first].item()!r} at index {first} is not a whole number; "
+                "labels are integer class ids."
             )
     elif y.dtype.kind not in "biu":
         raise ValueError(f"{where}: labels have dtype {y.dtype}; expected integer class ids.")

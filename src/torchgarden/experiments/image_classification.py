@@ -23,7 +23,7 @@ from torchgarden.config import (
     RuntimeConfig,
     TaskConfig,
 )
-from torchgarden.config.errors import ConfigError
+from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.registry import register_experiment
 
@@ -55,11 +55,12 @@ class ImageClassificationDataConfig(DataConfig):
         super().check()
         if self.source not in _SOURCES:
             raise ConfigError(
-                f"task.*_data.source must be one of {', '.join(_SOURCES)}, got '{self.source}'."
+                f"{self.field_path('source')} must be one of {', '.join(_SOURCES)}, got "
+                f"'{self.source}'{did_you_mean(self.source, _SOURCES)}"
             )
         if self.source in ("npz", "folder") and not self.input_path:
             raise ConfigError(
-                f"task.*_data.input_path is required when source is '{self.source}'."
+                f"{self.field_path('input_path')} is required when source is '{self.source}'."
             )
 
 

@@ -61,32 +61,14 @@ class ImageClassificationTask(Task):
         return model
 
     def _load_arrays(self, params: ImageClassificationDataConfig) -> tuple[torch.Tensor, torch.Tensor]:
-        model_cfg = self.task_config.model
         if params.source == "digits":
             split = params.split or ("train" if params.is_training else "validation")
             x, y = data.load_digits_arrays(split)
-            where = f"digits/{split}"
-        else:
-            split = "train_data" if params.is_training else "validation_data"
-            paths = validation.expand_input_paths(params.input_path, f"task.{split}.input_path")
-            x, y = self._read_sources(params, paths)
-            where = paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} more)"
-        expected = tuple(model_cfg.input_size)
-        if tuple(x.shape[1:]) != expected:
-            raise ValueError(
-                f"{where}: images have shape {tuple(x.shape[1:])} but task.model.input_size is "
-                f"{list(expected)}; set task.model.input_size={list(x.shape[1:])}."
-            )
-        validation.check_features(x.numpy(), where)
-        labels = validation.check_class_labels(y.numpy(), len(x), model_cfg.num_classes, where)
-        return x.float(), torch.from_numpy(labels)
-
-    def _read_sources(
-        self, params: ImageClassificationDataConfig, paths: list[str]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reads and concatenates every ``input_path`` (npz files or image folders)."""
+            return self._checked(x, y, f"digits/{split}")
+        split = "train_data" if params.is_training else "validation_data"
+        paths = validation.expand_input_paths(params.input_path, f"task.{split}.input_path")
         xs, ys, classes = [], [], None
-        for path in paths:
+        for path in paths:  # Every file is read, checked and named on its own.
             if params.source == "npz":
                 x, y = data.load_npz_arrays(path, x_key=params.x_key, y_key=params.y_key)
                 x = x.unsqueeze(1) if x.ndim == 3 else x
@@ -102,14 +84,25 @@ class ImageClassificationTask(Task):
                     )
                 classes = folder.classes
                 x, y = folder.to_arrays()
-            if xs and x.shape[1:] != xs[0].shape[1:]:
-                raise ValueError(
-                    f"{path}: images of shape {tuple(x.shape[1:])} where {paths[0]} has "
-                    f"{tuple(xs[0].shape[1:])}."
-                )
+            x, y = self._checked(x, y, path)
             xs.append(x)
             ys.append(y)
         return (xs[0], ys[0]) if len(xs) == 1 else (torch.cat(xs), torch.cat(ys))
+
+    def _checked(
+        self, x: torch.Tensor, y: torch.Tensor, where: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Shape against ``task.model.input_size``, finite numbers, one class id per image."""
+        model_cfg = self.task_config.model
+        expected = tuple(model_cfg.input_size)
+        if tuple(x.shape[1:]) != expected:
+            raise ValueError(
+                f"{where}: images have shape {tuple(x.shape[1:])} but task.model.input_size is "
+                f"{list(expected)}; set task.model.input_size={list(x.shape[1:])}."
+            )
+        validation.check_features(x.numpy(), where)
+        labels = validation.check_class_labels(y.numpy(), len(x), model_cfg.num_classes, where)
+        return x.float(), torch.from_numpy(labels)
 
     def build_inputs(
         self, params: ImageClassificationDataConfig, input_context: Any = None

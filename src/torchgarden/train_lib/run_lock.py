@@ -55,6 +55,8 @@ class RunLock:
         self.path = os.path.join(self.directory, LOCK_FILE)
         #: The directories this process created for the lock, outermost first.
         self.created: list[str] = []
+        #: The directory's entries when the lock was taken (what this run did not create).
+        self.preexisting: frozenset[str] = frozenset()
         self._fd: int | None = None
 
     @property
@@ -70,22 +72,32 @@ class RunLock:
             OSError: The directory or the lock file cannot be created.
         """
         self.created = _make_dirs(self.directory)
-        for _ in range(100):  # Retries only when a releasing holder removed the file.
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                holder = _read_holder(fd)
-                os.close(fd)
-                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                raise ModelDirLockedError(self._refusal(holder)) from None
-            if _same_file(fd, self.path):
-                self._fd = fd
-                self._write_holder()
-                return self
-            os.close(fd)  # The file was unlinked by its last holder: lock the new one.
-        raise ModelDirLockedError(f"could not take the lock {self.path}: it keeps changing.")
+        self.preexisting = frozenset(_listdir(self.directory)) - {LOCK_FILE}
+        try:
+            for _ in range(100):  # Retries only when a releasing holder removed the file.
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as e:
+                    holder = _read_holder(fd)
+                    os.close(fd)
+                    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        raise
+                    raise ModelDirLockedError(self._refusal(holder)) from None
+                if _same_file(fd, self.path):
+                    self._fd = fd
+                    self._write_holder()
+                    return self
+                os.close(fd)  # The file was unlinked by its last holder: lock the new one.
+            raise ModelDirLockedError(f"could not take the lock {self.path}: it keeps changing.")
+        except ModelDirLockedError:
+            self._remove_created_dirs()
+            raise
+        except OSError as e:  # A full disk or a read-only filesystem: undo, name the file.
+            if self._fd is not None:
+                self.release()
+            self._remove_created_dirs()
+            raise OSError(e.errno, e.strerror, e.filename or self.path) from None
 
     def _write_holder(self) -> None:
         holder = {
@@ -124,15 +136,16 @@ class RunLock:
             os.close(fd)
 
     def remove_created(self, *, keep: tuple[str, ...] = ()) -> None:
-        """Deletes what this process created for the run: the directory if it made it
-        (except the entries named in ``keep``), then its empty parents it made.
+        """Deletes what this process created: the entries that were not in the directory
+        when the lock was taken (except those named in ``keep``), then the lock, then the
+        directory and its parents if this process made them and they are empty.
 
-        Call it while holding the lock; other writers' directories are never touched.
+        It acts only while the lock is held, so no other writer's files are touched.
         """
-        if not self.created or not self.held:
+        if not self.held:
             return
         for entry in _listdir(self.directory):
-            if entry in keep or entry == LOCK_FILE:
+            if entry in keep or entry == LOCK_FILE or entry in self.preexisting:
                 continue
             path = os.path.join(self.directory, entry)
             if os.path.isdir(path) and not os.path.islink(path):
@@ -141,11 +154,15 @@ class RunLock:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
         self.release()
+        self._remove_created_dirs()
+
+    def _remove_created_dirs(self) -> None:
         for directory in reversed(self.created):
             try:
                 os.rmdir(directory)  # Only if empty: a kept entry or a peer's file stays.
             except OSError:
                 break
+        self.created = []
 
     def __enter__(self) -> RunLock:
         return self.acquire()
