@@ -203,6 +203,11 @@ def _import_file(name: str) -> None:
             f"--import {name}: '{path.stem}' is not a valid module name; rename the file "
             "(letters, digits and underscores)."
         )
+    loaded = sys.modules.get(path.stem)
+    if loaded is not None and getattr(loaded, "__file__", None) and os.path.samefile(
+        loaded.__file__, path
+    ):
+        return  # Already imported (a second --import in the same process).
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

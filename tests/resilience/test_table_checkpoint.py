@@ -222,6 +222,9 @@ CASES = [
     Case("init_checkpoint_of_another_model",
          lambda d, t: toy(d, f"{SHORT},task.init_checkpoint={other_model_weights(t)}"),
          ("other.pt", "missing keys", "'weight'"), "existing"),
+    Case("init_checkpoint_is_not_a_checkpoint",
+         lambda d, t: toy(d, f"{SHORT},task.init_checkpoint={write(f'{t}/notes.yaml', 'a: 1')}"),
+         ("notes.yaml", "not a readable torch checkpoint", "task.init_checkpoint")),
     # ------------------------------------------------------ a full disk (exit 2, run resumable)
     Case("disk_full_while_saving", lambda d, t: toy(d, f"{SHORT}{EVERY_5}"),
          ("could not write checkpoint ckpt-10", "torch.save failed", "MiB free",

@@ -115,6 +115,13 @@ CASES = [
     Case("bad_compile_mode", toy("runtime.compile_mode=fastest"),
          ("runtime.compile_mode", "'fastest'", "max-autotune")),
     Case("zero_threads", toy("runtime.num_threads=0"), ("runtime.num_threads", ">= 1")),
+    Case("export_subdir_outside_model_dir", toy("trainer.best_checkpoint_export_subdir=../best"),
+         ("trainer.best_checkpoint_export_subdir", "inside model_dir", "'../best'")),
+    Case("summary_subdir_absolute", toy("trainer.validation_summary_subdir=/tmp/elsewhere"),
+         ("trainer.validation_summary_subdir", "inside model_dir")),
+    Case("negative_seed", toy("runtime.seed=-1"), ("runtime.seed", "[0, 2**32 - 1]")),
+    Case("init_modules_without_init_checkpoint", toy("task.init_checkpoint_modules=[backbone]"),
+         ("task.init_checkpoint_modules", "task.init_checkpoint is empty")),
     Case("nan_loss_upper_bound", toy("trainer.loss_upper_bound=nan"),
          ("trainer.loss_upper_bound", "is NaN")),
     Case("nan_learning_rate", toy("trainer.optimizer_config.learning_rate.constant."

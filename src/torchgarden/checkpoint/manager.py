@@ -249,10 +249,8 @@ class CheckpointManager:
         if rank != 0:
             self._last_saved_number = number
             return None
-        selection.refuse_nonfinite(
-            self._checkpoint.items, state, f"{self._checkpoint_name}-{number}",
-            lambda: self.latest_checkpoint,
-        )
+        name = f"{self._checkpoint_name}-{number}"
+        selection.refuse_nonfinite(self._checkpoint.items, state, name, lambda: self.latest_checkpoint)
         state = _storage.to_host(state, copy=self._enable_async)
         config = self._config if config is None else config
         if not self._enable_async:
@@ -317,10 +315,8 @@ class CheckpointManager:
     ) -> str | None:
         """Restores the checkpoint at ``path``, or the newest one that is a resume point.
 
-        With no path, every entry named ``<checkpoint_name>-<N>`` is considered, newest
-        first; one that is incomplete, corrupt, misnamed (its manifest records another
-        step) or holds non-finite model parameters is reported in one warning on the
-        ``torchgarden`` logger and the next older one is tried (see ``selection``).
+        With no path, entries named ``<checkpoint_name>-<N>`` are tried newest first; one
+        that is not a resume point (``selection``) is named in one warning and skipped.
         A ``path`` given explicitly is loaded even with non-finite parameters.
 
         Args:
@@ -348,9 +344,7 @@ class CheckpointManager:
                     f"no checkpoint at {path!r}; available in {self._directory!r}: "
                     f"{available or 'none'}."
                 )
-            state = selection.read_state(
-                path, self._checkpoint.items, hashes=verify, finite=False
-            )
+            state = selection.read_state(path, self._checkpoint.items, hashes=verify, finite=False)
             self._apply(path, state, strict=strict)
             return path
         prepared = self._prepared or self._select(verify)
@@ -375,10 +369,9 @@ class CheckpointManager:
         return path, _storage.read_meta(path)
 
     def _select(self, verify: bool) -> tuple[str, dict[str, Any]] | None:
-        return selection.select(
-            self._directory, self._checkpoint_name, self._checkpoint.items, self._unusable,
-            hashes=verify,
-        )
+        items = self._checkpoint.items
+        return selection.select(self._directory, self._checkpoint_name, items, self._unusable,
+                                hashes=verify)
 
     def _apply(self, path: str, state: dict[str, Any], *, strict: bool) -> None:
         try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -22,14 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from torchgarden.config import _classes
 from torchgarden.config._classes import TYPE_KEY, key_of
 from torchgarden.config._keys import join_key, nest_dotted, unknown_key_error
-from torchgarden.config._types import (
-    build,
-    coerce,
-    config_classes_in,
-    element_type,
-    field_spec,
-    show,
-)
+from torchgarden.config._types import build, coerce, field_spec, show
+from torchgarden.config._values import configs_in, export, validate_value
 from torchgarden.config.errors import ConfigError, ConfigKeyError, ConfigTypeError, did_you_mean
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
 from torchgarden.config.restrictions import check_restriction
@@ -242,7 +235,7 @@ class Config:
 
     def _children(self) -> Iterator[Config]:
         for name in field_spec(type(self)).names:
-            yield from _configs_in(getattr(self, name))
+            yield from configs_in(getattr(self, name))
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> Self:
@@ -260,7 +253,7 @@ class Config:
         object.__setattr__(self, "_path_prefix", prefix)
         self.check()
         for name in field_spec(type(self)).names:
-            _validate_value(getattr(self, name), join_key(prefix, name))
+            validate_value(getattr(self, name), join_key(prefix, name))
 
     def check(self) -> None:
         """Hook: raise `ConfigError` for invalid values. The default accepts all.
@@ -283,7 +276,7 @@ class Config:
         """
         types = field_spec(type(self)).types
         return {
-            name: _export(getattr(self, name), types[name], include_type)
+            name: export(getattr(self, name), types[name], include_type)
             for name in self._export_names()
         }
 
@@ -365,47 +358,3 @@ class Config:
 
 
 _classes.set_root(Config)
-
-
-def _configs_in(value: Any) -> Iterator[Config]:
-    if isinstance(value, Config):
-        yield value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _configs_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _configs_in(item)
-
-
-def _validate_value(value: Any, path: str) -> None:
-    if isinstance(value, float) and math.isnan(value):
-        # NaN compares false with everything, so a NaN bound or rate silently disables
-        # the check or poisons the run; no config field means anything by it.
-        raise ConfigError(f"{path} is NaN; give a number", key=path)
-    if isinstance(value, Config):
-        value._validate(path)
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _validate_value(item, f"{path}[{i}]")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _validate_value(item, f"{path}.{key}")
-
-
-def _export(value: Any, tp: Any, include_type: bool) -> Any:
-    if isinstance(value, Config):
-        data = value.as_dict(include_type=include_type)
-        if include_type and type(value) not in config_classes_in(tp):
-            data = {TYPE_KEY: key_of(type(value)), **data}
-        return data
-    if isinstance(value, list | tuple):  # A tuple stays a tuple (YAML writes both as lists).
-        return type(value)(
-            _export(item, element_type(tp, i), include_type) for i, item in enumerate(value)
-        )
-    if isinstance(value, dict):
-        return {
-            key: _export(item, element_type(tp, key), include_type) for key, item in value.items()
-        }
-    return value
-

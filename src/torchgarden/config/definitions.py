@@ -115,6 +115,16 @@ class TaskConfig(Config):
     allow_image_summary: bool = False
     """Let the task write image summaries. Defaults to False."""
 
+    def check(self) -> None:
+        """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""
+        if self.init_checkpoint_modules and not self.init_checkpoint:
+            key = self.field_path("init_checkpoint_modules")
+            raise ConfigError(
+                f"{key} ({self.init_checkpoint_modules}) restricts what task.init_checkpoint "
+                "restores, but task.init_checkpoint is empty; set it or clear the list",
+                key=key,
+            )
+
 
 @dataclasses.dataclass
 class TrainerConfig(Config):
@@ -194,6 +204,9 @@ class TrainerConfig(Config):
         _require(self, "continuous_eval_timeout", self.continuous_eval_timeout >= 0, ">= 0")
         _require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, ">= 1")
         _choose(self, "best_checkpoint_metric_comp", ("higher", "lower"))
+        for name in ("best_checkpoint_export_subdir", "validation_summary_subdir"):
+            _require(self, name, _inside(getattr(self, name)),
+                     "a path inside model_dir (relative, without '..')")
         self._check_preemption_signals()
 
     def _check_preemption_signals(self) -> None:
@@ -216,6 +229,12 @@ class TrainerConfig(Config):
 _UNCATCHABLE = frozenset(
     getattr(signal, name) for name in ("SIGKILL", "SIGSTOP") if hasattr(signal, name)
 )
+
+
+def _inside(subdir: str) -> bool:
+    """Whether a subdirectory name stays inside model_dir."""
+    parts = subdir.replace("\\", "/").split("/")
+    return not subdir.startswith(("/", "~")) and ".." not in parts
 
 
 def _signal_name(name: str) -> str:
@@ -323,6 +342,8 @@ class RuntimeConfig(Config):
         _choose(self, "matmul_precision", ("highest", "high", "medium"))
         if self.num_threads is not None:
             _require(self, "num_threads", self.num_threads >= 1, ">= 1 or None")
+        if self.seed is not None:
+            _require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
 
 
 @dataclasses.dataclass

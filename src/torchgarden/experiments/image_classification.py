@@ -122,6 +122,7 @@ class ImageClassificationConfig(TaskConfig):
     """``top_{k}_accuracy`` metric; 0 disables it."""
 
     def check(self) -> None:
+        super().check()
         if not 0.0 <= self.label_smoothing <= 1.0:
             raise ConfigError(
                 f"task.label_smoothing must be in [0, 1], got {self.label_smoothing}."

@@ -35,6 +35,7 @@ class ToyRegressionConfig(TaskConfig):
     """Standard deviation of the label noise."""
 
     def check(self) -> None:
+        super().check()
         for name in ("num_examples", "in_features", "out_features"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"task.{name} must be >= 1, got {getattr(self, name)}.")
