@@ -23,6 +23,7 @@ from torchgarden.config import ConfigError, DataConfig, ExperimentConfig, Traine
 from torchgarden.core import StepFunction, Task, Trainer
 from torchgarden.data import InputContext
 from torchgarden.runtime import RuntimeContext, autocast_forward, setup_runtime
+from torchgarden.train_lib.model_dir import eval_dir
 
 __all__ = [
     "LossBound",
@@ -68,7 +69,8 @@ def create_trainer(
         task: The task (from ``get_task``).
         train: Whether the trainer trains (builds the optimizer, train data and metrics).
         evaluate: Whether it evaluates (builds validation data and metrics).
-        model_dir: Where the best-checkpoint exporter writes (when configured).
+        model_dir: The run's model_dir: the best-checkpoint exporter (when configured)
+            writes in it, or, for a trainer that does not train, under its ``eval/``.
         runtime: The process' runtime context; default: ``setup_runtime(params.runtime)``.
         trainer_cls: A ``Trainer`` subclass to build instead of ``Trainer``.
     """
@@ -98,7 +100,9 @@ def create_trainer(
         forward_model=forward_model,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps if train else 1,
         checkpoint_items=getattr(model, "checkpoint_items", None) or {},
-        checkpoint_exporter=maybe_create_best_ckpt_exporter(params, model_dir),
+        checkpoint_exporter=maybe_create_best_ckpt_exporter(
+            params, model_dir if train or not model_dir else eval_dir(model_dir)
+        ),
         check_loss=_loss_bound(cfg) if train else None,
         runtime=runtime,
     )

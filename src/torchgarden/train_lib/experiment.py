@@ -119,7 +119,7 @@ def run_experiment(
     if trainer is None:
         trainer = create_trainer(
             params, task, train=training, evaluate="eval" in mode or run_post_eval,
-            model_dir=model_dir if training else eval_dir(model_dir), runtime=runtime,
+            model_dir=model_dir, runtime=runtime,
         )
     checkpoint_manager = build_checkpoint_manager(params, trainer, model_dir)
     resumed = checkpoint_manager.prepare_restore()
@@ -186,7 +186,8 @@ def _run(
     except CheckpointMismatchError as e:
         raise _mismatch_error(e, checkpoint_manager.latest_checkpoint) from e
     recovery = (
-        build_recovery_action(params, trainer, checkpoint_manager, fresh_start=fresh)
+        build_recovery_action(params, trainer, checkpoint_manager, fresh_start=fresh,
+                              callbacks=controller.callbacks)
         if training else None
     )
     if recovery is not None:

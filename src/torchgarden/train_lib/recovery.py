@@ -87,6 +87,11 @@ class InitialState:
         self._manager = manager
         self._state: dict[str, Any] | None = to_host(self._checkpoint.state_dict(), copy=True)
 
+    def on_checkpoint_saved(self, step: int, path: str) -> None:
+        """A checkpoint exists now: the copy is no longer needed."""
+        del step, path
+        self._state = None
+
     def restore(self) -> str | None:
         """Restores the last finite checkpoint, else the initial state; says which."""
         if self._manager.latest_checkpoint is not None or self._state is None:
@@ -98,7 +103,7 @@ class InitialState:
 
 def build_recovery_action(
     params: ExperimentConfig, trainer: Trainer, checkpoint_manager: CheckpointManager,
-    *, fresh_start: bool,
+    *, fresh_start: bool, callbacks: list[Any] | None = None,
 ) -> RecoveryAction | None:
     """Model Garden's blow-up recovery with batch skipping, unless ``recovery_max_trials < 0``.
 
@@ -107,6 +112,8 @@ def build_recovery_action(
         trainer: The trainer.
         checkpoint_manager: Restores the last finite checkpoint.
         fresh_start: No checkpoint was restored: keep the initial state to roll back to.
+        callbacks: The Controller's callbacks; the initial state joins them to be dropped
+            at the first checkpoint.
     """
     cfg = params.trainer
     if cfg.recovery_max_trials < 0:
@@ -120,6 +127,8 @@ def build_recovery_action(
         InitialState(trainer, checkpoint_manager)
         if fresh_start and cfg.recovery_max_trials > 0 else None
     )
+    if initial is not None and callbacks is not None:
+        callbacks.append(initial)
     return RecoveryAction(
         checkpoint_manager=checkpoint_manager,
         loss_upper_bound=cfg.loss_upper_bound,
