@@ -70,6 +70,8 @@ CASES = [
     Case("index_syntax", toy("task.train_data.input_path[0]=x"), ("index syntax", "[...]")),
     Case("override_without_value", toy("trainer.train_steps"), ("trainer.train_steps", "key=value")),
     Case("unterminated_quote", toy("task.name='abc"), ("unterminated", "quote")),
+    Case("override_of_undecodable_bytes", toy("task.name=\udcff\udcfe"),
+         ("override", "is not UTF-8 text")),
     Case("nested_list_in_pairs", toy("task.init_checkpoint_modules=[[a]]"), ("nested lists",)),
     # ------------------------------------------------------------- types
     Case("wrong_type", toy("trainer.train_steps=ten"), ("trainer.train_steps", "int")),
@@ -211,5 +213,13 @@ def test_config_row(case, tmp_path, trained, capsys, caplog, monkeypatch):
     print(run_case(case, str(tmp_path), trained, capsys, caplog, monkeypatch))
 
 
-def test_rows_are_unique():
-    assert len({c.name for c in CASES}) == len(CASES)
+def test_the_table_has_at_least_120_unique_rows_in_four_groups():
+    import test_table_checkpoint
+    import test_table_data
+    import test_table_model_dir
+
+    groups = [CASES, test_table_model_dir.CASES, test_table_data.CASES,
+              test_table_checkpoint.CASES]
+    rows = [case.name for group in groups for case in group]
+    assert len(rows) >= 120 and len(set(rows)) == len(rows)
+    assert all(len(group) >= 15 for group in groups)

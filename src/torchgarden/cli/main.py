@@ -170,7 +170,7 @@ def _command_run(args: argparse.Namespace) -> int:
                     task=task, mode=args.mode, params=params, model_dir=model_dir,
                     runtime=runtime,
                 )
-            except _input_errors() as error:
+            except (*_input_errors(), KeyboardInterrupt) as error:
                 if lock is not None and not _new_checkpoints(model_dir, lock.preexisting):
                     lock.remove_created(keep=(EVAL_SUBDIR,))  # Only what this run created.
                 if isinstance(error, OSError) and not error.filename:

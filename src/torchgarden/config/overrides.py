@@ -218,6 +218,13 @@ def parse_override(text: str) -> dict[str, Any]:
     stripped = text.strip()
     if not stripped:
         return {}
+    try:
+        stripped.encode("utf-8")
+    except UnicodeEncodeError as error:  # Undecodable bytes from the command line.
+        raise ConfigError(
+            f"override {stripped[:20].encode('utf-8', 'replace')!r}...: byte {error.start} is "
+            "not UTF-8 text; check the shell's encoding"
+        ) from None
     pairs = _parse_pairs(stripped)
     if pairs is not None:
         return pairs
