@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
-
-if TYPE_CHECKING:
-    from torchgarden.core.task import Task
 
 __all__ = ["InferenceStepModule", "Serving", "normalize_images"]
 
@@ -84,9 +81,13 @@ class InferenceStepModule(nn.Module):
     """The default serving module: ``task.inference_step(inputs, model)`` as ``forward``.
 
     With one input ``forward(x)`` passes ``x``; with several it passes the tuple.
+
+    Args:
+        task: The ``Task`` whose ``inference_step`` runs.
+        model: The model, a submodule (its weights are the export's).
     """
 
-    def __init__(self, task: Task, model: nn.Module) -> None:
+    def __init__(self, task: Any, model: nn.Module) -> None:
         super().__init__()
         self.model = model
         self._task = task  # Not a submodule: only its inference_step is called.

@@ -22,6 +22,7 @@ from torchgarden.export.exporter import (
     write_export,
 )
 from torchgarden.export.formats import FORMATS, missing_onnx_packages
+from torchgarden.export.process import PendingExport, start_export
 from torchgarden.export.source import ExportSource, find_checkpoint, resolve_source, select_weights
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "ExportResult",
     "ExportSource",
     "InferenceStepModule",
+    "PendingExport",
     "Serving",
     "UntraceableModelError",
     "default_output_dir",
@@ -40,5 +42,6 @@ __all__ = [
     "normalize_images",
     "resolve_source",
     "select_weights",
+    "start_export",
     "write_export",
 ]
