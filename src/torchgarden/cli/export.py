@@ -76,6 +76,9 @@ def command_export(args: argparse.Namespace) -> int:
         line = f"  {name:<18} {_size(manifest['files'][name]['bytes']):>9}"
         if kind in checks:
             line += f"   max |{kind} - eager| = {checks[kind]['max_abs_diff']:.3g}"
+            by_output = checks[kind].get("max_abs_diff_by_output", {})
+            if checks[kind]["max_abs_diff"] > 1e-4 and len(by_output) > 1:
+                line += " (" + ", ".join(f"{k} {v:.3g}" for k, v in by_output.items()) + ")"
         print(line)
     for kind, why in result.skipped.items():
         print(f"torchgarden: {kind} skipped: {why}.", file=sys.stderr)
@@ -140,7 +143,8 @@ def _run_classifier(export_dir: str, manifest: dict, runtime: str, images):  # -
         return values["top_k_scores"], values["top_k_classes"]
     import torch
 
-    outputs = torch.export.load(path).module()(torch.from_numpy(np.ascontiguousarray(images)))
+    with torch.no_grad():
+        outputs = torch.export.load(path).module()(torch.from_numpy(np.ascontiguousarray(images)))
     return outputs["top_k_scores"].numpy(), outputs["top_k_classes"].numpy()
 
 

@@ -16,6 +16,7 @@ it only when it holds an ``export.json`` written by this exporter.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -93,6 +94,17 @@ def _check_output(path: str, overwrite: bool) -> None:
                           f"{EXPORT_FILE} written by torchgarden export); not overwriting it.")
 
 
+def _make_parents(directory: str) -> list[str]:
+    """``os.makedirs(directory)``; returns the directories it created, outermost first."""
+    missing = []
+    while not os.path.isdir(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    for path in reversed(missing):
+        os.mkdir(path)
+    return list(reversed(missing))
+
+
 def _file_info(path: str) -> dict[str, Any]:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -131,9 +143,12 @@ def _measure(stage: str, written: Sequence[str], serving: Serving,
     measured: dict[str, dict[str, float]] = {}
     for kind in (k for k in written if k in ("pt2", "onnx")):
         path = os.path.join(stage, fmt.FILE_NAMES[kind])
+        outputs = _run(kind, path, serving.example_inputs, serving, names)
+        per_output = {name: verify.max_abs_difference({name: expected[name]}, outputs)
+                      for name in names}
         measured[kind] = {
-            "max_abs_diff": verify.max_abs_difference(
-                expected, _run(kind, path, serving.example_inputs, serving, names)),
+            "max_abs_diff": max(per_output.values(), default=0.0),
+            "max_abs_diff_by_output": per_output,
             "max_abs_diff_batch_3": verify.max_abs_difference(
                 expected_other, _run(kind, path, other, serving, names)),
         }
@@ -179,7 +194,7 @@ def write_export(
         expected = verify.flatten_outputs(serving.module(*serving.example_inputs),
                                           serving.output_names)
     parent, name = os.path.split(output_dir)
-    os.makedirs(parent, exist_ok=True)
+    created = _make_parents(parent)
     stage = os.path.join(parent, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     os.makedirs(stage)
     try:
@@ -208,6 +223,9 @@ def write_export(
         _place(stage, output_dir)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
+        for directory in reversed(created):  # the parents this export made, if still empty
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
         raise
     return ExportResult(output_dir=output_dir, manifest=manifest, skipped=skipped,
                         seconds=time.perf_counter() - started)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import io
 import json
 import logging
-import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from types import TracebackType
@@ -92,12 +92,25 @@ def _innermost_module(tb: TracebackType | None, root: nn.Module) -> str:
             name, cls = names[id(owner)]
             found = f"{name} ({cls})"
         tb = tb.tb_next
-    return found or f"<serving module> ({type(root).__name__})"
+    return found or f"<serving module> ({type(root).__name__})"  # == _traced's root
 
 
 def _reason(error: BaseException) -> str:
+    """torch's first line of explanation, and the user's line it points at, if any."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+    reason = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    marker = "The following call raised this error:"
+    if marker in lines and lines.index(marker) + 1 < len(lines):
+        reason += f" (at {lines[lines.index(marker) + 1]})"
+    return reason
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and its causes, outermost first (the ONNX exporter wraps torch.export's)."""
+    chain = [error]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    return chain
 
 
 @contextlib.contextmanager
@@ -108,34 +121,44 @@ def _traced(what: str, serving: Serving, written: tuple[str, ...]) -> Iterator[N
     except ExportError:
         raise
     except Exception as error:
-        module = _innermost_module(sys.exc_info()[2], serving.module)
-        worked = ", ".join(written) or "none"
+        chain = _chain(error)
+        root = f"<serving module> ({type(serving.module).__name__})"
+        found = [_innermost_module(e.__traceback__, serving.module) for e in chain]
+        module = next((m for m in reversed(found) if m != root), root)
+        if written:
+            worked = (f"formats that still worked: {', '.join(written)}; export only those "
+                      f"with --format {','.join(written)}")
+        else:
+            worked = "nothing was written; --format safetensors exports the weights alone"
         raise UntraceableModelError(
-            f"{what} cannot trace {module}: {_reason(error)} (formats that still worked: "
-            f"{worked}; export only those with --format {','.join(written) or 'safetensors'})",
+            f"{what} cannot trace {module}: {_reason(chain[-1])} ({worked})",
             module=module, succeeded=written) from error
 
 
 def write_pt2(path: str, serving: Serving, written: tuple[str, ...] = ()) -> None:
     """``torch.export.export`` of the serving module (dynamic batch), saved to ``path``."""
-    with _traced("torch.export", serving, written):
+    with _traced("torch.export", serving, written), _quiet_tracing():
         program = torch.export.export(serving.module, serving.example_inputs,
                                       dynamic_shapes=_dynamic_shapes(serving))
     torch.export.save(program, path)
 
 
 @contextlib.contextmanager
-def _quiet_onnx() -> Iterator[None]:
-    """Silences the ONNX exporter's notices (optional-package and deprecation warnings)."""
-    onnx_logger = logging.getLogger("torch.onnx")
-    level = onnx_logger.level
-    onnx_logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
+def _quiet_tracing() -> Iterator[None]:
+    """Silences torch's tracing notices (graph dumps of a failed trace, optional-package
+    warnings) that would bury the one-line outcome; failures still raise."""
+    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+               if name == "torch" or name.startswith("torch.")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:  # torch.export also prints a failed graph to stderr itself
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
-        onnx_logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def write_onnx(path: str, serving: Serving, output_names: list[str],
@@ -150,7 +173,7 @@ def write_onnx(path: str, serving: Serving, output_names: list[str],
     if missing:
         raise ExportError(f"ONNX export needs {', '.join(missing)}: pip install "
                           "'torchgarden[export]'.")
-    with _traced("the ONNX exporter", serving, written), _quiet_onnx():
+    with _traced("the ONNX exporter", serving, written), _quiet_tracing():
         program = torch.onnx.export(
             serving.module, serving.example_inputs, dynamo=True, verbose=False,
             dynamic_shapes=_dynamic_shapes(serving), input_names=list(serving.input_names),
