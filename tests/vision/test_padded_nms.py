@@ -35,6 +35,7 @@ def test_padded_nms_equals_batched_nms(seed, settings):
         assert torch.equal(got[key], expected[key]), key
 
 
+@pytest.mark.slow  # torch.export's first trace in a process costs seconds
 def test_exported_padded_nms_takes_any_batch():
     class Detect(torch.nn.Module):
         def forward(self, boxes, scores):
