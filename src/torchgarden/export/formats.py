@@ -14,6 +14,8 @@ import inspect
 import io
 import json
 import logging
+import os
+import stat
 import warnings
 from collections.abc import Iterator, Mapping
 from types import TracebackType
@@ -68,6 +70,8 @@ def write_safetensors(path: str, weights: Mapping[str, torch.Tensor],
     header = {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
               for k, v in metadata.items()}
     save_file(tensors, path, metadata=header)
+    # safetensors creates the file owner-only; give it the mode of the files beside it.
+    os.chmod(path, stat.S_IMODE(os.stat(os.path.dirname(path) or ".").st_mode) & 0o666)
 
 
 def _dynamic_shapes(serving: Serving) -> tuple[Any, ...] | None:
