@@ -27,6 +27,7 @@ from torchgarden.train_lib.wiring import (
     ConfigWriter,
     build_checkpoint_manager,
     build_controller,
+    build_export_callback,
     build_preemption_watcher,
     build_recovery_action,
 )
@@ -145,6 +146,9 @@ def run_experiment(
             trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
     if training and trainer.runtime.is_chief:
         callbacks.append(ConfigWriter(params, model_dir))
+    export_callback = build_export_callback(params, trainer, model_dir) if training else None
+    if export_callback is not None:  # trainer.export_on_best
+        callbacks.append(export_callback)
     check_resume_compatible(params, model_dir)
     checkpoint_manager = build_checkpoint_manager(params, trainer, model_dir)
     actions = list(train_actions or [])
