@@ -9,11 +9,13 @@ from torchgarden.callbacks.actions import (
 )
 from torchgarden.callbacks.base import Callback, LambdaCallback, lookup_metric
 from torchgarden.callbacks.early_stopping import EarlyStopping
+from torchgarden.callbacks.export_on_best import ExportOnBest
 
 __all__ = [
     "Callback",
     "LambdaCallback",
     "EarlyStopping",
+    "ExportOnBest",
     "ConditionalAction",
     "NewBestMetric",
     "RecoveryAction",

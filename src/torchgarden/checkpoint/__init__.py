@@ -1,5 +1,6 @@
 """Checkpoints: ``Checkpoint`` items, an atomic verified ``CheckpointManager``, best export."""
 
+from torchgarden.checkpoint._storage import load_state
 from torchgarden.checkpoint.best import BestCheckpointExporter
 from torchgarden.checkpoint.checkpoint import Checkpoint, Value
 from torchgarden.checkpoint.errors import (
@@ -36,5 +37,6 @@ __all__ = [
     "checkpoints_iterator",
     "latest_checkpoint",
     "load_model_weights",
+    "load_state",
     "read_meta",
 ]

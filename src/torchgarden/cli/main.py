@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from torchgarden.cli import export as export_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
 from torchgarden.modes import check_mode
 
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="print the resolved config as YAML.")
     define_flags(config)
     config.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+    export_cli.add_parsers(sub)
     return parser
 
 
@@ -245,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     handlers = {"list": _command_list, "config": _command_config,
-                "train": _command_run, "eval": _command_run}
+                "train": _command_run, "eval": _command_run, **export_cli.COMMANDS}
     try:
         return handlers[args.command](args)
     except _preempted() as preempted:

@@ -179,6 +179,11 @@ class TrainerConfig(Config):
     """Write checkpoints in a background thread. Defaults to False."""
     progress_bar: bool | None = None
     """Show a progress bar; None shows one when stdout is a terminal. Defaults to None."""
+    export_on_best: bool = False
+    """Write an export (safetensors, torch.export, ONNX; docs/export.md) of each new best
+    checkpoint to `<best_checkpoint_export_subdir>/export-<step>/`, in a background
+    process; the newest `max_to_keep` are kept. Needs the best-checkpoint settings.
+    Defaults to False."""
 
     def check(self) -> None:
         """Checks intervals, step counts and the best-checkpoint comparison."""
@@ -207,6 +212,16 @@ class TrainerConfig(Config):
         for name in ("best_checkpoint_export_subdir", "validation_summary_subdir"):
             _require(self, name, _inside(getattr(self, name)),
                      "a path inside model_dir (relative, without '..')")
+        if self.export_on_best and not (
+            self.best_checkpoint_export_subdir and self.best_checkpoint_eval_metric
+        ):
+            key = self.field_path("export_on_best")
+            raise ConfigError(
+                f"{key} exports each new best checkpoint, so it needs "
+                f"{self.field_path('best_checkpoint_export_subdir')} (e.g. best_ckpt) and "
+                f"{self.field_path('best_checkpoint_eval_metric')} (e.g. accuracy) set",
+                key=key,
+            )
         self._check_preemption_signals()
 
     def _check_preemption_signals(self) -> None:

@@ -37,7 +37,7 @@ from torch import nn
 from torchgarden import distribute
 from torchgarden.checkpoint import BestCheckpointExporter
 from torchgarden.core.evaluator import Evaluator, collect_logs, on_device
-from torchgarden.core.state import LossMean, RngState, TrainWindow
+from torchgarden.core.state import LossMean, TrainWindow
 from torchgarden.core.task import Task
 from torchgarden.data import DataIterator
 from torchgarden.metrics import as_metric
@@ -134,17 +134,14 @@ class Trainer(Evaluator):
         self._window_open = False  # Preempted mid-loop: the resumed run finishes the window.
 
     def checkpoint_items(self) -> dict[str, Any]:
-        """The built-in checkpoint items: model, step, optimizer, EMA, data position,
-        the open averaging window and RNG states."""
-        items: dict[str, Any] = {"model": self._raw_model, "global_step": self._global_step}
+        """The Evaluator's items (model, step, EMA, RNGs) plus the optimizer, the data
+        position and the open averaging window."""
+        items = super().checkpoint_items()
         if self._optimizer is not None:
             items["optimizer"] = self._optimizer
-        if self._ema is not None:
-            items["ema"] = self._ema
         if self._train_iterator is not None:
             items["train_iterator"] = self._train_iterator
             items["train_window"] = TrainWindow(self._train_loss, self._train_metrics)
-        items["rng"] = RngState()
         return items
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchgarden import data, metrics
+from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.data import validation
 from torchgarden.experiments.image_classification import (
@@ -18,6 +20,7 @@ from torchgarden.experiments.image_classification import (
     ImageClassificationModelConfig,
 )
 from torchgarden.registry import register_task
+from torchgarden.tasks.serving import ClassifierServing
 
 __all__ = ["ImageClassificationTask", "build_classifier"]
 
@@ -138,3 +141,33 @@ class ImageClassificationTask(Task):
         if not training and 0 < k < self.task_config.model.num_classes:
             built.append(metrics.TopKAccuracy(k=k, name=f"top_{k}_accuracy"))
         return built
+
+    def build_serving_module(self, model: nn.Module) -> Serving:
+        """uint8 ``images [B, H, W, C]`` -> ``probabilities``, ``top_k_scores``,
+        ``top_k_classes`` (see ``ClassifierServing``); ``metadata["labels"]`` names the
+        classes (folder names for ``source: folder``)."""
+        cfg = self.task_config
+        channels, height, width = cfg.model.input_size
+        num_classes = cfg.model.num_classes
+        top_k = cfg.top_k if 0 < cfg.top_k <= num_classes else min(5, num_classes)
+        generator = torch.Generator().manual_seed(0)
+        images = torch.randint(0, 256, (2, height, width, channels), dtype=torch.uint8,
+                               generator=generator)
+        return Serving(
+            module=ClassifierServing(self, model, top_k=top_k),
+            example_inputs=(images,),
+            input_names=("images",),
+            metadata={"labels": self._class_labels(), "image_size": [height, width, channels],
+                      "input": "uint8 images [batch, height, width, channels], 0..255"},
+        )
+
+    def _class_labels(self) -> list[str]:
+        """Folder names for ``source: folder`` (when the folder is there), else ``"0".."N-1"``."""
+        data_cfg = self.task_config.validation_data
+        path = data_cfg.input_path if isinstance(data_cfg.input_path, str) else (
+            data_cfg.input_path[0] if data_cfg.input_path else "")
+        if data_cfg.source == "folder" and path and os.path.isdir(path):
+            names = sorted(entry.name for entry in os.scandir(path) if entry.is_dir())
+            if len(names) == self.task_config.model.num_classes:
+                return names
+        return [str(i) for i in range(self.task_config.model.num_classes)]

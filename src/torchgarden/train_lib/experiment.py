@@ -40,6 +40,7 @@ from torchgarden.train_lib.wiring import (
     ConfigWriter,
     build_checkpoint_manager,
     build_controller,
+    build_export_callback,
     build_preemption_watcher,
 )
 from torchgarden.utils.logs import Logs
@@ -173,6 +174,9 @@ def _run(
             trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
     if training and trainer.runtime.is_chief:
         callbacks.append(ConfigWriter(params, model_dir))
+    export_callback = build_export_callback(params, trainer, model_dir) if training else None
+    if export_callback is not None:  # trainer.export_on_best
+        callbacks.append(export_callback)
     preemption = build_preemption_watcher(params) if training else None
     trainer.preemption = preemption
     try:  # The Controller restores the checkpoint prepared above (or initialises).

@@ -6,14 +6,17 @@ it built objects (summary managers, a checkpoint manager, actions, callbacks).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from torchgarden.callbacks import ExportOnBest
 from torchgarden.checkpoint import CheckpointManager
 from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
+from torchgarden.export import start_export
 from torchgarden.loop import Controller
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
 from torchgarden.summary import ImageScalarSummaryManager, SummaryManager, SummaryManagerInterface
@@ -24,6 +27,7 @@ __all__ = [
     "ConfigWriter",
     "build_checkpoint_manager",
     "build_controller",
+    "build_export_callback",
     "build_preemption_watcher",
     "serialize_config",
 ]
@@ -82,6 +86,17 @@ def build_checkpoint_manager(
         enable_async=cfg.enable_async_checkpointing,
         config=params.as_dict(),
     )
+
+
+def build_export_callback(
+    params: ExperimentConfig, trainer: Trainer, model_dir: str
+) -> ExportOnBest | None:
+    """``trainer.export_on_best``: an export of each new best checkpoint (chief only)."""
+    exporter = trainer.checkpoint_exporter
+    if not params.trainer.export_on_best or exporter is None or not trainer.runtime.is_chief:
+        return None
+    return ExportOnBest(best_exporter=exporter, start=functools.partial(start_export, model_dir),
+                        max_to_keep=params.trainer.max_to_keep)
 
 
 def build_preemption_watcher(params: ExperimentConfig) -> PreemptionWatcher | None:
