@@ -119,7 +119,9 @@ def build_recovery_action(
     if cfg.recovery_max_trials < 0:
         return None
     bound = LossBound(cfg.loss_upper_bound, cfg.recovery_begin_steps)
-    hooks = TrainerRecoveryHooks(
+    # Per-step checks read each rank's own loss, so under torchrun ranks could stop at
+    # different steps: there, recovery rolls back on the loop's all-reduced loss only.
+    hooks = None if trainer.runtime.is_distributed else TrainerRecoveryHooks(
         trainer, bound, _data_source(params), always=cfg.recovery_check_every_step,
         batches_per_step=cfg.gradient_accumulation_steps,
     )
