@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -21,11 +22,12 @@ from tensorboard.backend.event_processing.event_accumulator import SCALARS, Even
 
 from torchgarden import registry
 from torchgarden.checkpoint import (
+    CheckpointError,
     CheckpointManager,
     checkpoint_number,
-    latest_checkpoint,
     load_state,
     read_meta,
+    selection,
 )
 from torchgarden.config import ExperimentConfig
 from torchgarden.export.errors import ExportError
@@ -33,6 +35,7 @@ from torchgarden.export.errors import ExportError
 __all__ = ["ExportSource", "find_checkpoint", "resolve_source", "select_weights"]
 
 _BEST_INFO = "info.json"
+_logger = logging.getLogger("torchgarden")
 
 
 @dataclasses.dataclass
@@ -90,12 +93,12 @@ def find_checkpoint(model_dir: str, checkpoint: str = "auto") -> str:
         return checkpoint
     if not os.path.isdir(model_dir):
         raise ExportError(f"--model_dir {model_dir} does not exist.")
-    latest = latest_checkpoint(model_dir)
+    latest = _newest_verified(model_dir, "ckpt")
     params = _params_yaml(model_dir)
     if params is None and latest is not None:
         params = _config_of(latest)
     best_dir = _best_dir(model_dir, params)
-    best = latest_checkpoint(best_dir, "best_ckpt") if best_dir else None
+    best = _newest_verified(best_dir, "best_ckpt") if best_dir else None
     if checkpoint == "best" and best is None:
         where = f"{best_dir}/best_ckpt-<N>" if best_dir else "a best_ckpt (the run kept none: " \
             "set trainer.best_checkpoint_export_subdir and best_checkpoint_eval_metric)"
@@ -106,6 +109,19 @@ def find_checkpoint(model_dir: str, checkpoint: str = "auto") -> str:
         raise ExportError(f"--model_dir {model_dir} holds no checkpoint (no ckpt-<N>/ with "
                           "meta.json); train first: torchgarden train --model_dir ...")
     return found
+
+
+def _newest_verified(directory: str, name: str) -> str | None:
+    """The newest ``<name>-<N>`` whose manifest and hashes verify; others are named in a
+    warning and skipped (as a resumed run skips them)."""
+    for _, candidate in reversed(selection.entries(directory, name)):
+        try:
+            selection.verify(candidate)
+        except CheckpointError as e:
+            _logger.warning("skipping checkpoint %s: %s", candidate, e)
+            continue
+        return candidate
+    return None
 
 
 def _config_of(path: str) -> ExperimentConfig | None:
@@ -192,7 +208,12 @@ def resolve_source(model_dir: str, checkpoint: str = "auto",
         raise ExportError(f"{path}: its meta.json records no config and {model_dir} has no "
                           "params.yaml; cannot tell which task built this model.")
     step = checkpoint_number(path)
-    weights, used_ema = select_weights(load_state(path), ema)
+    state = load_state(path)
+    recorded = selection.recorded_step(state)
+    if recorded is not None and recorded != step:
+        raise ExportError(f"{path}: its state records global step {recorded} but it is named "
+                          f"for step {step}; pass another --checkpoint.")
+    weights, used_ema = select_weights(state, ema)
     config_json = json.dumps(params.as_dict(), sort_keys=True, default=str)
     return ExportSource(
         model_dir=model_dir, checkpoint_path=path, step=step, params=params,

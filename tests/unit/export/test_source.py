@@ -54,3 +54,23 @@ def test_ema_weights_of_a_real_average_latest_and_best_arrangements():
     assert torch.equal(select_weights(best, None)[0]["weight"], averages["weight"])
     assert torch.equal(select_weights(best, False)[0]["weight"], raw["weight"])
     assert not torch.equal(averages["weight"], raw["weight"])
+
+
+def test_a_misnamed_or_damaged_newest_checkpoint_is_skipped(tmp_path, caplog):
+    import shutil
+
+    import torchgarden as tg
+    from torchgarden.export import find_checkpoint, resolve_source
+
+    params = tg.get_experiment("toy_regression")
+    params.override({"trainer": {"train_steps": 20, "steps_per_loop": 10,
+                                 "summary_interval": 10, "checkpoint_interval": 10}})
+    tg.run_experiment(task=tg.get_task(params.task), mode="train", params=params,
+                      model_dir=tmp_path)
+    shutil.copytree(tmp_path / "ckpt-10", tmp_path / "ckpt-999")  # A copy under a wrong name.
+    with caplog.at_level("WARNING", logger="torchgarden"):
+        assert find_checkpoint(str(tmp_path), "latest") == str(tmp_path / "ckpt-20")
+    assert "ckpt-999" in caplog.text and "named for step 999" in caplog.text
+    assert resolve_source(str(tmp_path), "latest").step == 20
+    with pytest.raises(tg.checkpoint.CheckpointError, match="named for step 999"):
+        resolve_source(str(tmp_path), str(tmp_path / "ckpt-999"))  # Asked for by path.
