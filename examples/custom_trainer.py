@@ -5,8 +5,8 @@ subclass of the base Trainer that overrides ``train_step(iterator)`` and
 ``eval_step(iterator)`` (fetching inputs through ``next_train_inputs`` /
 ``next_eval_inputs``, whose passthrough logs are merged into the step outputs),
 ``train_loop_end`` (window results plus ``learning_rate`` and the optimizer's step count)
-and ``eval_end(aggregated_logs)`` (metrics, ``reduce_aggregated_logs`` and the
-best-checkpoint export, here inherited).
+and ``eval_end(aggregated_logs)`` (metrics and ``reduce_aggregated_logs``, here
+inherited; ``evaluate`` then exports the best checkpoint with these logs).
 
 The Trainer's contract with the Controller is ``train(num_steps)`` advancing
 ``global_step`` by exactly ``num_steps`` and ``evaluate(num_steps)``; everything else is
@@ -73,7 +73,7 @@ class CustomTrainer(tg.Trainer):
         return passthrough | logs
 
     def eval_end(self, aggregated_logs: Any = None) -> dict[str, Any]:
-        logs = super().eval_end(aggregated_logs)  # metrics, loss, reduced logs, export
+        logs = super().eval_end(aggregated_logs)  # metrics, loss, reduced logs
         logs["eval_at_optimizer_iteration"] = self.counters["optimizer_iterations"]
         return logs
 

@@ -34,17 +34,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchgarden.utils.logs import Logs
+from torchgarden.utils.metric_path import find_metric, has_metric
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["Callback", "LambdaCallback", "lookup_metric"]
 
 
 def lookup_metric(logs: Mapping[str, Any], name: str) -> Any:
-    """Returns ``logs[name]``, where ``"a|b"`` addresses ``logs["a"]["b"]``.
+    """Returns ``logs[name]``, where ``"a|b"`` or ``"a/b"`` addresses ``logs["a"]["b"]``
+    (a named validation set's or a task's metric).
 
     Raises:
         KeyError: Naming the missing part and the keys that exist at that level.
     """
+    if has_metric(logs, name):
+        return find_metric(logs, name)
     value: Any = logs
     for part in name.split("|"):
         if not isinstance(value, Mapping) or part not in value:

@@ -10,6 +10,7 @@ import torch
 
 from torchgarden.callbacks.base import Callback, lookup_metric
 from torchgarden.utils.logs import Logs
+from torchgarden.utils.metric_path import has_metric
 
 __all__ = ["EarlyStopping"]
 
@@ -20,10 +21,11 @@ class EarlyStopping(Callback):
     """Stops training when ``monitor`` has not improved for ``patience`` checks.
 
     The metric is checked after every evaluation when it is an eval-log key (the usual
-    case, e.g. ``"validation_loss"`` or ``"coco|AP"``), else after every train loop.
+    case, e.g. ``"validation_loss"``, ``"coco|AP"``, or a named validation set's or a
+    task's ``"digits/accuracy"``), else after every train loop.
 
     Args:
-        monitor: Log key to watch; ``|`` addresses nested logs. Default
+        monitor: Log key to watch; ``|`` or ``/`` addresses nested logs. Default
             ``"validation_loss"``.
         min_delta: Minimum change that counts as an improvement. Default 0.
         patience: Checks without improvement before stopping. Default 0.
@@ -95,11 +97,11 @@ class EarlyStopping(Callback):
                 _logger.info("restored the best weights (step %s).", self.best_step)
 
     def on_eval_end(self, step: int, logs: Logs) -> None:
-        if self.monitor.split("|")[0] in logs:
+        if has_metric(logs, self.monitor):
             self._check(step, logs)
 
     def on_train_loop_end(self, step: int, logs: Logs) -> None:
-        if self.monitor.split("|")[0] in logs:
+        if has_metric(logs, self.monitor):
             self._check(step, logs)
 
     def state_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from torchgarden.checkpoint import _ranks, _storage
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CorruptCheckpointError
 from torchgarden.checkpoint.manager import CheckpointManager
+from torchgarden.utils.metric_path import find_metric, has_metric
 
 __all__ = ["BestCheckpointExporter"]
 
@@ -57,7 +58,9 @@ def _scalar_logs(logs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _lookup(logs: Mapping[str, Any], metric_name: str) -> Any:
-    """Follows ``a|b|c`` through nested logs."""
+    """Follows ``a|b|c`` (or ``a/b/c``: a named set's or task's metric) through nested logs."""
+    if has_metric(logs, metric_name):
+        return find_metric(logs, metric_name)
     node: Any = logs
     walked = []
     for part in metric_name.split("|"):
@@ -89,8 +92,8 @@ class BestCheckpointExporter:
 
     Args:
         export_dir: Directory of ``info.json`` and the best checkpoint.
-        metric_name: The eval-log key to compare; ``|`` walks nested dicts
-            (``"coco|AP"``).
+        metric_name: The eval-log key to compare; ``|`` or ``/`` walks nested dicts
+            (``"coco|AP"``, ``"digits/accuracy"``).
         metric_comp: ``"higher"`` or ``"lower"`` is better. Defaults to ``"higher"``.
 
     Raises:

@@ -14,6 +14,14 @@ from torchgarden.config.definitions import (
 )
 from torchgarden.config.diff import MISSING, diff
 from torchgarden.config.errors import ConfigError
+from torchgarden.config.multitask import (
+    MultiEvalExperimentConfig,
+    MultiTaskConfig,
+    MultiTaskExperimentConfig,
+    MultiTaskTrainerConfig,
+    TaskRoutine,
+    TaskSamplingConfig,
+)
 from torchgarden.config.oneof import OneOfConfig
 from torchgarden.config.optimization import (
     AdagradConfig,
@@ -54,6 +62,10 @@ __all__ = [
     "ExponentialLrConfig",
     "LinearWarmupConfig",
     "LrConfig",
+    "MultiEvalExperimentConfig",
+    "MultiTaskConfig",
+    "MultiTaskExperimentConfig",
+    "MultiTaskTrainerConfig",
     "OneOfConfig",
     "OptimizationConfig",
     "OptimizerConfig",
@@ -64,6 +76,8 @@ __all__ = [
     "RuntimeConfig",
     "SGDConfig",
     "StepwiseLrConfig",
+    "TaskRoutine",
+    "TaskSamplingConfig",
     "TaskConfig",
     "TrainerConfig",
     "WarmupConfig",

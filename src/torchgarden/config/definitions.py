@@ -108,12 +108,23 @@ class TaskConfig(Config):
     """The model's config; tasks annotate it with their own class. Defaults to None."""
     train_data: DataConfig = _field(default_factory=DataConfig)
     """Training data. Defaults to DataConfig()."""
-    validation_data: DataConfig = _field(default_factory=DataConfig)
-    """Evaluation data. Defaults to DataConfig()."""
+    validation_data: DataConfig | dict[str, DataConfig] = _field(default_factory=DataConfig)
+    """Evaluation data, or named evaluation sets (`{clean: {...}, noisy: {...}}`), each
+    evaluated at every validation point into `validation/<name>/`. A subclass that
+    declares its own data class here accepts named sets of it too. Defaults to DataConfig()."""
     name: str | None = None
     """Name of the task, used in logs. Defaults to None."""
     allow_image_summary: bool = False
     """Let the task write image summaries. Defaults to False."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        data = own.get("validation_data")
+        if isinstance(data, str) and "dict[" not in data:  # Named sets of the same class.
+            own["validation_data"] = f"{data} | dict[str, {data}]"
+        elif isinstance(data, type):
+            own["validation_data"] = data | dict[str, data]  # type: ignore[operator]
 
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""

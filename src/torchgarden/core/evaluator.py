@@ -7,6 +7,12 @@ Garden's ``Trainer`` is both a ``StandardTrainer`` and a ``StandardEvaluator``).
 Hooks to override: ``eval_begin``, ``next_eval_inputs``, ``eval_step(iterator)``,
 ``eval_reduce``, ``eval_end``.
 
+Named validation sets: ``eval_data`` may map names to datasets. Each set then runs the
+hooks in turn with its own metrics and loss meter, and the logs nest by name
+(``{"clean": {...}, "noisy": {...}}``: TensorBoard's ``validation/clean/`` and
+``validation/noisy/``); EMA weights are swapped in once and the best checkpoint is
+chosen once per evaluation, over all sets (e.g. on ``"noisy/accuracy"``).
+
 Example:
     >>> evaluator = Evaluator(task=task, model=model,
     ...                       eval_data=task.build_inputs(task.task_config.validation_data),
@@ -17,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -34,7 +42,7 @@ from torchgarden.optim import ExponentialMovingAverage
 from torchgarden.runtime import RuntimeContext
 from torchgarden.utils.logs import Logs
 
-__all__ = ["Evaluator", "collect_logs"]
+__all__ = ["Evaluator", "collect_logs", "export_best"]
 
 _logger = logging.getLogger("torchgarden")
 
@@ -45,9 +53,12 @@ class Evaluator:
     Args:
         task: The task whose ``validation_step`` runs.
         model: The user's ``nn.Module`` (what checkpoints and EMA hold), on its device.
-        eval_data: Iterable of eval batches, read once per ``evaluate()``. None: this
-            object cannot ``evaluate()``.
-        eval_metrics: Metrics updated by eval steps (torchmetrics objects are adapted).
+        eval_data: Iterable of eval batches, read once per ``evaluate()``, or a mapping of
+            names to such iterables (named validation sets). None: this object cannot
+            ``evaluate()``.
+        eval_metrics: Metrics updated by eval steps (torchmetrics objects are adapted);
+            with named sets, a mapping of the same names to each set's metrics (a plain
+            sequence is copied for every set).
         ema: Weight averages swapped in for evaluation. Default None.
         forward_model: The module steps call: ``model`` wrapped for autocast, DDP or
             ``torch.compile``. Defaults to ``model``.
@@ -55,6 +66,8 @@ class Evaluator:
         checkpoint_items: Extra objects saved in the checkpoint beside the built-in ones.
         runtime: The process' device and distribution strategy. Default: one process on
             the model's device.
+        global_step: The step counter to report evaluations at (a trainer's). Default:
+            a new one, restored from checkpoints.
     """
 
     def __init__(
@@ -69,6 +82,7 @@ class Evaluator:
         checkpoint_exporter: BestCheckpointExporter | None = None,
         checkpoint_items: Mapping[str, Any] | None = None,
         runtime: RuntimeContext | None = None,
+        global_step: GlobalStep | None = None,
     ) -> None:
         self._runtime = runtime or RuntimeContext(device=_device_of(model))
         device = self._runtime.device
@@ -78,10 +92,15 @@ class Evaluator:
         self._ema = ema
         self._checkpoint_exporter = checkpoint_exporter
         self._move_inputs = make_batch_mover(device)
-        self._global_step = GlobalStep()
+        self._global_step = global_step if global_step is not None else GlobalStep()
+        self._eval_data = eval_data
+        self._eval_sets = _eval_sets(eval_data, eval_metrics, device)
+        # The set being evaluated (the first until an evaluation runs): what the hooks use.
         self._validation_dataset = eval_data
-        self._validation_metrics = [on_device(as_metric(m), device) for m in eval_metrics]
+        self._validation_metrics: list[Any] = []
         self._validation_loss = LossMean("validation_loss", device)
+        if self._eval_sets:
+            self._use_set(self._eval_sets[0])
         self._last_eval_steps = 0
         self._extra_checkpoint_items = dict(checkpoint_items or {})
         self._checkpoint: Checkpoint | None = None
@@ -110,7 +129,13 @@ class Evaluator:
 
     @property
     def validation_metrics(self) -> list[Any]:
+        """The eval metrics (of the named set being evaluated, or else the first)."""
         return self._validation_metrics
+
+    @property
+    def validation_set_names(self) -> tuple[str, ...]:
+        """The names of the validation sets; ``()`` for one unnamed set."""
+        return tuple(s.name for s in self._eval_sets if s.name is not None)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -147,20 +172,44 @@ class Evaluator:
 
     @property
     def eval_dataset(self) -> Any:
-        return self._validation_dataset
+        """The ``eval_data`` given (a mapping for named validation sets)."""
+        return self._eval_data
 
     def initialize(self) -> None:
         """Runs ``task.initialize(model)`` (init_checkpoint on a fresh ``model_dir``)."""
         self._task.initialize(self._raw_model)
 
     def evaluate(self, num_steps: int) -> Logs:
-        """Runs ``num_steps`` eval steps (-1: the whole dataset) on a fresh iterator."""
-        if self._validation_dataset is None:
+        """Runs ``num_steps`` eval steps (-1: the whole dataset) on a fresh iterator; with
+        named validation sets, that many on each, and returns ``{name: logs}``.
+
+        EMA weights are swapped in for the whole evaluation; the best-checkpoint export
+        runs once at its end (so the best checkpoint holds the EMA weights).
+        """
+        if not self._eval_sets:
             raise ValueError(
                 "this Trainer has no eval_data; build it with eval_data to call evaluate()."
             )
+        with self.ema_weights():
+            if self._eval_sets[0].name is None:
+                logs = self._evaluate_set(self._eval_sets[0], num_steps)
+            else:
+                logs = {s.name: self._evaluate_set(s, num_steps) for s in self._eval_sets}
+            export_best(self._checkpoint_exporter, self.checkpoint, logs,
+                        self._global_step.value)
+        self._model.train()
+        return logs
+
+    def _use_set(self, eval_set: _EvalSet) -> None:
+        self._validation_dataset = eval_set.data
+        self._validation_metrics = eval_set.metrics
+        self._validation_loss = eval_set.loss
+
+    def _evaluate_set(self, eval_set: _EvalSet, num_steps: int) -> Logs:
+        """``eval_begin``, the steps, ``eval_end`` over one validation set."""
+        self._use_set(eval_set)
         state = self.eval_begin()
-        iterator = DataIterator(self._validation_dataset, repeat=False)
+        iterator = DataIterator(eval_set.data, repeat=False)
         steps_done = 0
         with torch.no_grad():
             while num_steps < 0 or steps_done < num_steps:
@@ -176,12 +225,11 @@ class Evaluator:
         return self.eval_end(state) if state is not None else self.eval_end()
 
     def eval_begin(self) -> Any:
-        """Resets validation metrics, swaps in EMA weights; returns the initial state."""
+        """Resets validation metrics and the loss meter, puts the model in eval mode;
+        returns the initial state."""
         for metric in self._validation_metrics:
             metric.reset_states()
         self._validation_loss.reset_states()
-        if self._ema is not None:
-            self._ema.swap_weights()
         self._model.eval()
         return None
 
@@ -208,9 +256,10 @@ class Evaluator:
         return self._task.aggregate_logs(state=state, step_logs=step_outputs)
 
     def eval_end(self, aggregated_logs: Any = None) -> Logs:
-        """Collects validation metrics, loss, reduced logs; exports the best checkpoint."""
+        """Collects validation metrics, loss and reduced logs (the best-checkpoint export
+        follows in :meth:`evaluate`)."""
         logs = collect_logs(self._validation_metrics, self._validation_loss, reset=False,
-                        always_loss=False)
+                            always_loss=False)
         if self._validation_loss.name not in logs:
             _logger.info("The task did not report validation loss.")
         if aggregated_logs:
@@ -219,15 +268,6 @@ class Evaluator:
                     aggregated_logs, global_step=self._global_step.value
                 )
             )
-        if self._checkpoint_exporter is not None:
-            self._checkpoint_exporter.maybe_export_checkpoint(
-                self.checkpoint, logs, self._global_step.value
-            )
-            name = self._checkpoint_exporter.metric_name
-            logs["best_" + name] = self._checkpoint_exporter.best_metric_value
-        if self._ema is not None:
-            self._ema.swap_weights()  # After export: the best checkpoint holds EMA weights.
-        self._model.train()
         return logs
 
     @contextlib.contextmanager
@@ -241,6 +281,50 @@ class Evaluator:
             yield
         finally:
             self._ema.swap_weights()
+
+
+@dataclasses.dataclass
+class _EvalSet:
+    """One validation set: its name (None when unnamed), data, metrics and loss meter."""
+
+    name: str | None
+    data: Iterable[Any]
+    metrics: list[Any]
+    loss: LossMean
+
+
+def _eval_sets(eval_data: Any, eval_metrics: Any, device: torch.device) -> list[_EvalSet]:
+    if eval_data is None:
+        return []
+    if not isinstance(eval_data, Mapping):
+        if isinstance(eval_metrics, Mapping):
+            raise TypeError("eval_metrics is a mapping of named sets but eval_data is one "
+                            "dataset; give eval_data as a mapping of the same names.")
+        metrics = [on_device(as_metric(m), device) for m in eval_metrics]
+        return [_EvalSet(None, eval_data, metrics, LossMean("validation_loss", device))]
+    if not eval_data:
+        raise ValueError("eval_data is an empty mapping; name at least one validation set.")
+    if isinstance(eval_metrics, Mapping) and set(eval_metrics) != set(eval_data):
+        raise ValueError(f"eval_metrics names the sets {sorted(eval_metrics)} but eval_data "
+                         f"{sorted(eval_data)}; give metrics for each validation set.")
+    sets = []
+    for name, data in eval_data.items():
+        given = eval_metrics[name] if isinstance(eval_metrics, Mapping) else (
+            copy.deepcopy(list(eval_metrics)))
+        metrics = [on_device(as_metric(m), device) for m in given]
+        sets.append(_EvalSet(str(name), data, metrics, LossMean("validation_loss", device)))
+    return sets
+
+
+def export_best(
+    exporter: BestCheckpointExporter | None, checkpoint: Checkpoint, logs: Logs, step: int
+) -> None:
+    """Exports ``checkpoint`` if ``logs`` hold the best value so far, and adds
+    ``best_<metric>`` to ``logs`` (no-op without an exporter)."""
+    if exporter is None:
+        return
+    exporter.maybe_export_checkpoint(checkpoint, logs, step)
+    logs["best_" + exporter.metric_name] = exporter.best_metric_value
 
 
 def collect_logs(

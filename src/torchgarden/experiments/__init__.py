@@ -11,6 +11,14 @@ from torchgarden.experiments.image_classification import (
     ImageClassificationModelConfig,
     image_classification,
 )
+from torchgarden.experiments.multitask_digits import (
+    CorruptedDigitsConfig,
+    DigitParityConfig,
+    DigitsMultiTaskConfig,
+    SharedBackboneConfig,
+    multitask_digits,
+    multitask_digits_eval,
+)
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig, retinanet
 from torchgarden.experiments.semantic_segmentation import (
     GeneratedShapesConfig,
@@ -36,4 +44,10 @@ __all__ = [
     "RetinaNetConfig",
     "RetinaNetDataConfig",
     "retinanet",
+    "CorruptedDigitsConfig",
+    "DigitParityConfig",
+    "DigitsMultiTaskConfig",
+    "SharedBackboneConfig",
+    "multitask_digits",
+    "multitask_digits_eval",
 ]

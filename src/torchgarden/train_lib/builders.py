@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -28,6 +29,8 @@ from torchgarden.train_lib.model_dir import eval_dir
 __all__ = [
     "LossBound",
     "build_ema",
+    "build_eval_inputs",
+    "build_eval_metrics",
     "build_forward_model",
     "build_inputs",
     "create_trainer",
@@ -91,9 +94,9 @@ def create_trainer(
         model=model,
         optimizer=optimizer,
         train_data=build_inputs(task, params.task.train_data, runtime) if train else None,
-        eval_data=build_inputs(task, params.task.validation_data, runtime) if evaluate else None,
+        eval_data=build_eval_inputs(task, params.task.validation_data, runtime) if evaluate else None,
         train_metrics=task.build_metrics(training=True) if train else (),
-        eval_metrics=task.build_metrics(training=False) if evaluate else (),
+        eval_metrics=build_eval_metrics(task, params.task.validation_data) if evaluate else (),
         lr_schedule=optim.build_learning_rate(cfg.optimizer_config) if train else None,
         ema=build_ema(cfg, model) if train else None,
         step_fn=step_fn,
@@ -225,3 +228,18 @@ def maybe_create_best_ckpt_exporter(
     return BestCheckpointExporter(
         os.path.join(model_dir, subdir), metric, trainer.best_checkpoint_metric_comp
     )
+
+
+def build_eval_inputs(task: Task, validation_data: Any, runtime: RuntimeContext) -> Any:
+    """``build_inputs`` of ``task.validation_data``, or ``{name: inputs}`` of each named
+    validation set."""
+    if isinstance(validation_data, Mapping):
+        return {name: build_inputs(task, data, runtime) for name, data in validation_data.items()}
+    return build_inputs(task, validation_data, runtime)
+
+
+def build_eval_metrics(task: Task, validation_data: Any) -> Any:
+    """The task's eval metrics, or ``{name: metrics}``: new ones for each named set."""
+    if isinstance(validation_data, Mapping):
+        return {name: task.build_metrics(training=False) for name in validation_data}
+    return task.build_metrics(training=False)

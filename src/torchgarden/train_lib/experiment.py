@@ -21,14 +21,17 @@ from torch import nn
 
 from torchgarden.checkpoint import CheckpointManager, CheckpointMismatchError
 from torchgarden.config import ExperimentConfig
+from torchgarden.config.multitask import MultiEvalExperimentConfig
 from torchgarden.core import Task, Trainer
 from torchgarden.loop import Controller
 from torchgarden.modes import check_mode
+from torchgarden.multitask import MultiTask
 from torchgarden.runtime import RuntimeContext, setup_runtime
 from torchgarden.runtime.preemption import PreemptionWatcher
 from torchgarden.summary import SummaryManagerInterface
 from torchgarden.train_lib.builders import create_trainer
 from torchgarden.train_lib.model_dir import check_model_dir, eval_dir
+from torchgarden.train_lib.multitask import create_evaluator, create_multitask_trainer
 from torchgarden.train_lib.recovery import build_recovery_action
 from torchgarden.train_lib.resume import (
     ConfiguredOptimizer,
@@ -69,6 +72,7 @@ def run_experiment(
     train_actions: Sequence[Any] | None = None,
     eval_actions: Sequence[Any] | None = None,
     runtime: RuntimeContext | None = None,
+    evaluator: Any = None,
 ) -> tuple[nn.Module, Logs]:
     """Runs ``mode`` for ``task`` and returns ``(model, eval_logs)``.
 
@@ -85,6 +89,10 @@ def run_experiment(
     and best-checkpoint export go to ``model_dir/eval/``; ``eval`` needs a checkpoint
     (or ``task.init_checkpoint``).
 
+    A ``MultiTask`` (``MultiTaskConfig``) trains with the joint or interleaving trainer
+    and evaluates each task into ``validation/<task>/``; a ``MultiEvalExperimentConfig``
+    trains ``task`` and evaluates each of its ``eval_tasks`` (docs/multitask.md).
+
     Args:
         task: The task to run.
         mode: One of ``torchgarden.modes.MODES``.
@@ -99,6 +107,9 @@ def run_experiment(
         train_actions: Orbit-style callables run with each train loop's logs.
         eval_actions: Callables run with each evaluation's logs.
         runtime: The process' runtime context; default ``setup_runtime(params.runtime)``.
+        evaluator: What evaluates (``evaluate(num_steps) -> logs``), e.g. a
+            ``multitask.MultiTaskEvaluator``; default the trainer, or the multi-task
+            evaluator of a multi-task run or ``MultiEvalExperimentConfig``.
 
     Returns:
         ``(model, eval_logs)`` where ``eval_logs`` is ``{}`` unless the mode or
@@ -117,11 +128,17 @@ def run_experiment(
     check_model_dir(model_dir, params, training=training)
     if runtime is None:
         runtime = trainer.runtime if trainer is not None else setup_runtime(params.runtime)
-    if trainer is None:
+    evaluating = "eval" in mode or run_post_eval
+    if trainer is None and isinstance(task, MultiTask):
+        trainer = create_multitask_trainer(params, task, train=training, runtime=runtime)
+    elif trainer is None:
         trainer = create_trainer(
-            params, task, train=training, evaluate="eval" in mode or run_post_eval,
-            model_dir=model_dir, runtime=runtime,
+            params, task, train=training, model_dir=model_dir, runtime=runtime,
+            evaluate=evaluating and not isinstance(params, MultiEvalExperimentConfig),
         )
+    if evaluator is None:
+        evaluator = create_evaluator(params, task, trainer, evaluate=evaluating,
+                                     model_dir=model_dir)
     checkpoint_manager = build_checkpoint_manager(params, trainer, model_dir)
     resumed = checkpoint_manager.prepare_restore()
     if mode == "eval" and resumed is None and not params.task.init_checkpoint:
@@ -131,18 +148,18 @@ def run_experiment(
         )
     if training:
         check_resume_compatible(params, model_dir, checkpoint=resumed)
-        check_best_metric(params, task, trainer)
+        check_best_metric(params, task, evaluator)
         if trainer.optimizer is not None and "optimizer" in trainer.checkpoint:
             trainer.checkpoint.add(
                 optimizer=ConfiguredOptimizer(trainer.optimizer, trainer.checkpoint["optimizer"])
             )
     lock_dir = model_dir if training else eval_dir(model_dir)
     with _lock(lock_dir, "train" if training else "eval", runtime.is_chief and (
-        training or save_summary or trainer.checkpoint_exporter is not None
+        training or save_summary or evaluator.checkpoint_exporter is not None
     )):
         return _run(
             task=task, mode=mode, params=params, model_dir=model_dir, trainer=trainer,
-            checkpoint_manager=checkpoint_manager, fresh=resumed is None,
+            evaluator=evaluator, checkpoint_manager=checkpoint_manager, fresh=resumed is None,
             run_post_eval=run_post_eval, save_summary=save_summary,
             summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
             callbacks=list(callbacks), train_actions=list(train_actions or []),
@@ -161,7 +178,7 @@ def _lock(directory: str, role: str, needed: bool) -> Iterator[None]:
 
 def _run(
     *, task: Task, mode: str, params: ExperimentConfig, model_dir: str, trainer: Trainer,
-    checkpoint_manager: CheckpointManager, fresh: bool, run_post_eval: bool,
+    evaluator: Any, checkpoint_manager: CheckpointManager, fresh: bool, run_post_eval: bool,
     save_summary: bool, summary_manager: SummaryManagerInterface | None,
     eval_summary_manager: SummaryManagerInterface | None, callbacks: list[Any],
     train_actions: list[Any], eval_actions: list[Any],
@@ -174,14 +191,14 @@ def _run(
             trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
     if training and trainer.runtime.is_chief:
         callbacks.append(ConfigWriter(params, model_dir))
-    export_callback = build_export_callback(params, trainer, model_dir) if training else None
+    export_callback = build_export_callback(params, evaluator, model_dir) if training else None
     if export_callback is not None:  # trainer.export_on_best
         callbacks.append(export_callback)
     preemption = build_preemption_watcher(params) if training else None
     trainer.preemption = preemption
     try:  # The Controller restores the checkpoint prepared above (or initialises).
         controller = build_controller(
-            params, trainer, mode=mode, model_dir=model_dir,
+            params, trainer, evaluator=evaluator, mode=mode, model_dir=model_dir,
             checkpoint_manager=checkpoint_manager, save_summary=save_summary,
             summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
             callbacks=callbacks, train_actions=train_actions, eval_actions=eval_actions,

@@ -15,7 +15,7 @@ from typing import Any
 
 from torchgarden.checkpoint import latest_checkpoint, read_meta
 from torchgarden.config import ConfigError, ExperimentConfig
-from torchgarden.core import Task, Trainer
+from torchgarden.core import Task
 from torchgarden.metrics import as_metric
 from torchgarden.utils.suggest import did_you_mean
 
@@ -154,12 +154,15 @@ class ConfiguredOptimizer:
             group.update(values)
 
 
-def check_best_metric(params: ExperimentConfig, task: Task, trainer: Trainer) -> None:
+def check_best_metric(params: ExperimentConfig, task: Task, trainer: Any) -> None:
     """Checks ``trainer.best_checkpoint_eval_metric`` against the eval logs' keys.
 
-    The keys are known when the task computes its eval logs the default way and every
-    eval metric is one of torchgarden's scalar metrics; otherwise nothing is checked
-    (a typo is then reported at the first evaluation).
+    ``trainer`` is what evaluates: a ``Trainer`` (whose named validation sets prefix
+    the keys, ``clean/accuracy``) or a ``MultiTaskEvaluator`` (the task names prefix
+    them, ``digits/accuracy``). A task's keys are known when it computes its eval logs
+    the default way and every eval metric is one of torchgarden's scalar metrics;
+    otherwise only the task (or set) name is checked, and a typo in the rest is
+    reported at the first evaluation.
 
     Raises:
         ConfigError: Naming the metric, the keys the evaluation logs, and the closest.
@@ -167,20 +170,47 @@ def check_best_metric(params: ExperimentConfig, task: Task, trainer: Trainer) ->
     metric = params.trainer.best_checkpoint_eval_metric
     if not (metric and params.trainer.best_checkpoint_export_subdir):
         return
-    hooks = ("validation_step", "aggregate_logs", "reduce_aggregated_logs")
-    if any(getattr(type(task), hook) is not getattr(Task, hook) for hook in hooks):
+    evaluators = getattr(trainer, "evaluators", None)
+    prefixes = _eval_keys(evaluators) if evaluators is not None else _evaluator_keys(
+        task, trainer)
+    wanted = metric.replace("|", "/")
+    for prefix, keys in prefixes.items():
+        if keys is None and wanted.startswith(prefix):
+            return  # The keys of that task (or set) are not known until it evaluates.
+    known = sorted(key for keys in prefixes.values() for key in keys or ())
+    if wanted in known or not (known or prefixes):
         return
-    metrics = list(getattr(trainer, "validation_metrics", ())) or [
+    key = "trainer.best_checkpoint_eval_metric"
+    names = sorted(prefix.rstrip("/") for prefix in prefixes if prefix)
+    where = f" (tasks or sets: {', '.join(names)})" if names else ""
+    raise ConfigError(
+        f"{key}: {metric!r} is not in the eval logs{where}, which hold "
+        f"{', '.join(known) or 'keys known only after the first evaluation'}"
+        f"{did_you_mean(wanted, known + [n + '/' for n in names], style='clause')}",
+        key=key,
+    )
+
+
+def _eval_keys(evaluators: dict[str, Any]) -> dict[str, list[str] | None]:
+    """``{"<task>/": keys or None}`` of every task's evaluator."""
+    found: dict[str, list[str] | None] = {}
+    for name, evaluator in evaluators.items():
+        for prefix, keys in _evaluator_keys(evaluator.task, evaluator).items():
+            found[f"{name}/{prefix}"] = None if keys is None else [f"{name}/{k}" for k in keys]
+    return found
+
+
+def _evaluator_keys(task: Task, evaluator: Any) -> dict[str, list[str] | None]:
+    """``{"<set>/" or "": the eval-log keys, or None when not known before evaluating}``."""
+    hooks = ("validation_step", "aggregate_logs", "reduce_aggregated_logs")
+    custom = any(getattr(type(task), hook) is not getattr(Task, hook) for hook in hooks)
+    metrics = list(getattr(evaluator, "validation_metrics", ())) or [
         as_metric(m) for m in task.build_metrics(training=False)
     ]
     scalar = ("torchgarden.metrics.builtins", "torchgarden.metrics.confusion")
-    if not all(type(m).__module__ in scalar for m in metrics):
-        return
-    known = sorted({"validation_loss", *(m.name for m in metrics)})
-    if metric.split("|")[0] not in known:
-        key = "trainer.best_checkpoint_eval_metric"
-        raise ConfigError(
-            f"{key}: {metric!r} is not in the eval logs, which hold {', '.join(known)}"
-            f"{did_you_mean(metric, known, style='clause')}",
-            key=key,
-        )
+    keys = None if custom or not all(type(m).__module__ in scalar for m in metrics) else (
+        ["validation_loss", *(m.name for m in metrics)])
+    sets = getattr(evaluator, "validation_set_names", ())
+    if not sets:
+        return {"": keys}
+    return {f"{s}/": None if keys is None else [f"{s}/{k}" for k in keys] for s in sets}

@@ -91,7 +91,9 @@ def build_checkpoint_manager(
 def build_export_callback(
     params: ExperimentConfig, trainer: Trainer, model_dir: str
 ) -> ExportOnBest | None:
-    """``trainer.export_on_best``: an export of each new best checkpoint (chief only)."""
+    """``trainer.export_on_best``: an export of each new best checkpoint (chief only).
+
+    ``trainer`` is what evaluates: the trainer, or a ``MultiTaskEvaluator``."""
     exporter = trainer.checkpoint_exporter
     if not params.trainer.export_on_best or exporter is None or not trainer.runtime.is_chief:
         return None
@@ -126,8 +128,11 @@ def build_controller(
     train_actions: Sequence[Any],
     eval_actions: Sequence[Any],
     preemption: PreemptionWatcher | None = None,
+    evaluator: Any = None,
 ) -> Controller:
-    """The Controller for ``mode``; it restores the latest checkpoint (or initialises)."""
+    """The Controller for ``mode``; it restores the latest checkpoint (or initialises).
+
+    ``evaluator`` evaluates (default: the trainer), e.g. a ``MultiTaskEvaluator``."""
     cfg = params.trainer
     chief = trainer.runtime.is_chief
     write = save_summary and chief
@@ -147,7 +152,7 @@ def build_controller(
     return Controller(
         global_step=trainer.global_step,
         trainer=trainer if training else None,
-        evaluator=trainer,
+        evaluator=trainer if evaluator is None else evaluator,
         steps_per_loop=cfg.steps_per_loop if training else None,
         checkpoint_manager=checkpoint_manager,
         summary_interval=cfg.summary_interval if (training and write) else None,

@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"core"},
     {"compile", "loop"},
     {"registry"},
+    {"multitask"},
     {"experiments", "tasks"},
     {"export"},
     {"train_lib"},
