@@ -5,7 +5,8 @@ process kills itself with SIGKILL at the named point (a real SIGKILL: no handler
 no ``finally`` block, no flush runs). Points (``N`` is a global step):
 
 * ``step:N`` — inside the train step that would take the model from N-1 to N,
-  after its batch was fetched and before the weights change.
+  after its batch was fetched and before the weights change (single- and multi-task
+  trainers alike).
 * ``save:N:state`` — while writing ``state.pt`` of checkpoint N: half of its bytes
   are on disk in the hidden temp directory.
 * ``save:N:meta`` — ``state.pt`` complete, ``meta.json`` not yet written.
@@ -58,26 +59,35 @@ def _checkpoint_step(path: str) -> int | None:
     return None
 
 
-def _install_step_fault(target: int, stall: float | None = None) -> None:
+def _patch_train_steps(make) -> None:
+    """Replaces ``train_step`` of the Trainer and of the multi-task trainers (each defines
+    its own) with ``make(original)``."""
     from torchgarden.core.trainer import Trainer
+    from torchgarden.multitask import MultiTaskBaseTrainer, MultiTaskInterleavingTrainer
 
-    original = Trainer.train_step
+    for cls in (Trainer, MultiTaskBaseTrainer, MultiTaskInterleavingTrainer):
+        cls.train_step = make(cls.__dict__["train_step"])
 
-    def train_step(self, iterator):
-        if self.global_step.value == target - 1:
-            if stall is None:
-                self.next_train_inputs(iterator)
-                _die()
-            time.sleep(stall)
-        return original(self, iterator)
 
-    Trainer.train_step = train_step
+def _install_step_fault(target: int, stall: float | None = None) -> None:
+    def make(original):
+        def train_step(self, iterator):
+            if self.global_step.value == target - 1:
+                if stall is None:
+                    self.next_train_inputs(iterator)
+                    _die()
+                time.sleep(stall)
+            return original(self, iterator)
+
+        return train_step
+
+    _patch_train_steps(make)
 
 
 def _install_eval_fault(target: int) -> None:
-    from torchgarden.core.trainer import Trainer
+    from torchgarden.core.evaluator import Evaluator
 
-    original = Trainer.eval_step
+    original = Evaluator.eval_step
     seen = [0]
 
     def eval_step(self, iterator):
@@ -87,21 +97,20 @@ def _install_eval_fault(target: int) -> None:
                 _die()
         return original(self, iterator)
 
-    Trainer.eval_step = eval_step
+    Evaluator.eval_step = eval_step
 
 
 def _install_signal_fault(target: int, signals: list[signal.Signals]) -> None:
-    from torchgarden.core.trainer import Trainer
+    def make(original):
+        def train_step(self, iterator):
+            if self.global_step.value == target - 1:
+                for sig in signals:
+                    os.kill(os.getpid(), sig)
+            return original(self, iterator)
 
-    original = Trainer.train_step
+        return train_step
 
-    def train_step(self, iterator):
-        if self.global_step.value == target - 1:
-            for sig in signals:
-                os.kill(os.getpid(), sig)
-        return original(self, iterator)
-
-    Trainer.train_step = train_step
+    _patch_train_steps(make)
 
 
 def _install_save_fault(target: int, phase: str) -> None:
@@ -203,19 +212,18 @@ def _install_disk_full(target: int) -> None:
 
 
 def _install_hold(target: int, gate: str) -> None:
-    from torchgarden.core.trainer import Trainer
+    def make(original):
+        def train_step(self, iterator):
+            if self.global_step.value == target - 1:
+                print(f"faulty_cli: holding at step {target}", flush=True)
+                deadline = time.monotonic() + 120
+                while not os.path.exists(gate) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return original(self, iterator)
 
-    original = Trainer.train_step
+        return train_step
 
-    def train_step(self, iterator):
-        if self.global_step.value == target - 1:
-            print(f"faulty_cli: holding at step {target}", flush=True)
-            deadline = time.monotonic() + 120
-            while not os.path.exists(gate) and time.monotonic() < deadline:
-                time.sleep(0.05)
-        return original(self, iterator)
-
-    Trainer.train_step = train_step
+    _patch_train_steps(make)
 
 
 def install(fault: str) -> None:

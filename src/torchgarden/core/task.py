@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from torchgarden.config import DataConfig, OptimizationConfig, RuntimeConfig, TaskConfig
     from torchgarden.data import InputContext
 
-__all__ = ["Task", "Logs", "scale_loss"]
+__all__ = ["Task", "Logs", "first_validation_data", "scale_loss"]
 
 _logger = logging.getLogger("torchgarden")
 
@@ -242,7 +242,8 @@ class Task:
         Override it to put pre-processing (uint8 images -> normalized floats) and
         post-processing (softmax + top-k, NMS, argmax masks) inside the exported
         program. The default serves :meth:`inference_step` on the first two examples of
-        ``task_config.validation_data`` (built with :meth:`build_inputs`).
+        ``task_config.validation_data`` (its first named set; built with
+        :meth:`build_inputs`).
 
         Args:
             model: The trained model (the exporter puts it in ``eval()`` mode).
@@ -250,7 +251,7 @@ class Task:
         Returns:
             A ``torchgarden.core.serving.Serving``: the module and example inputs.
         """
-        batch = next(iter(self.build_inputs(self.task_config.validation_data)))
+        batch = next(iter(self.build_inputs(first_validation_data(self.task_config))))
         features, _ = self.split_inputs(batch)
         features = features if isinstance(features, (tuple, list)) else (features,)
         example = tuple(x[:2] for x in features)
@@ -285,6 +286,12 @@ class Task:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(logging_dir={os.fspath(self._logging_dir)!r})"
+
+
+def first_validation_data(task_config: Any) -> Any:
+    """``task_config.validation_data``, or its first named validation set."""
+    data = task_config.validation_data
+    return next(iter(data.values())) if isinstance(data, Mapping) else data
 
 
 def scale_loss(loss: torch.Tensor, optimizer: Any) -> torch.Tensor:

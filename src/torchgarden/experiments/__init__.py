@@ -19,6 +19,11 @@ from torchgarden.experiments.multitask_digits import (
     multitask_digits,
     multitask_digits_eval,
 )
+from torchgarden.experiments.multitask_shapes import (
+    ShapePresenceConfig,
+    ShapesMultiTaskConfig,
+    multitask_shapes,
+)
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig, retinanet
 from torchgarden.experiments.semantic_segmentation import (
     GeneratedShapesConfig,
@@ -50,4 +55,7 @@ __all__ = [
     "SharedBackboneConfig",
     "multitask_digits",
     "multitask_digits_eval",
+    "ShapePresenceConfig",
+    "ShapesMultiTaskConfig",
+    "multitask_shapes",
 ]

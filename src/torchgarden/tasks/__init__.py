@@ -10,6 +10,7 @@ from torchgarden.tasks.multitask_digits import (
     DigitParityTask,
     DigitsMultiTask,
 )
+from torchgarden.tasks.multitask_shapes import ShapePresenceTask, ShapesMultiTask
 from torchgarden.tasks.retinanet import RetinaNetTask
 from torchgarden.tasks.semantic_segmentation import SemanticSegmentationTask
 from torchgarden.tasks.toy import ToyRegressionTask
@@ -17,4 +18,5 @@ from torchgarden.tasks.toy import ToyRegressionTask
 register_task(MultiTaskConfig)(MultiTask)
 
 __all__ = ["ImageClassificationTask", "ToyRegressionTask", "SemanticSegmentationTask",
-           "RetinaNetTask", "CorruptedDigitsTask", "DigitParityTask", "DigitsMultiTask"]
+           "RetinaNetTask", "CorruptedDigitsTask", "DigitParityTask", "DigitsMultiTask",
+           "ShapePresenceTask", "ShapesMultiTask"]

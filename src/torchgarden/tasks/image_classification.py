@@ -12,7 +12,7 @@ from torch import nn
 
 from torchgarden import data, metrics
 from torchgarden.core.serving import Serving
-from torchgarden.core.task import Task
+from torchgarden.core.task import Task, first_validation_data
 from torchgarden.data import validation
 from torchgarden.experiments.image_classification import (
     ImageClassificationConfig,
@@ -163,7 +163,7 @@ class ImageClassificationTask(Task):
 
     def _class_labels(self) -> list[str]:
         """Folder names for ``source: folder`` (when the folder is there), else ``"0".."N-1"``."""
-        data_cfg = self.task_config.validation_data
+        data_cfg = first_validation_data(self.task_config)
         path = data_cfg.input_path if isinstance(data_cfg.input_path, str) else (
             data_cfg.input_path[0] if data_cfg.input_path else "")
         if data_cfg.source == "folder" and path and os.path.isdir(path):

@@ -13,7 +13,7 @@ from torch import nn
 
 from torchgarden import data, losses, metrics
 from torchgarden.core.serving import Serving
-from torchgarden.core.task import Task
+from torchgarden.core.task import Task, first_validation_data
 from torchgarden.experiments.semantic_segmentation import (
     SegmentationDataConfig,
     SemanticSegmentationConfig,
@@ -188,6 +188,11 @@ class SemanticSegmentationTask(Task):
         )
 
     def build_inputs(self, params: SegmentationDataConfig, input_context: Any = None) -> Any:
+        return data.build_dataloader(self.build_dataset(params), params,
+                                     input_context=input_context)
+
+    def build_dataset(self, params: SegmentationDataConfig) -> SegmentationFolderDataset:
+        """The ``(image, mask)`` pairs of ``params``, augmented as it asks."""
         folder = self.data_dir(params)
         dataset = SegmentationFolderDataset(
             folder / params.image_subdir,
@@ -198,7 +203,7 @@ class SemanticSegmentationTask(Task):
             preload=params.preload,
         )
         _logger.info("segmentation data: %d pairs from %s", len(dataset), folder)
-        return data.build_dataloader(dataset, params, input_context=input_context)
+        return dataset
 
     # ------------------------------------------------------------------ losses and metrics
 
@@ -277,7 +282,7 @@ class SemanticSegmentationTask(Task):
         ``SegmenterServing``), at ``validation_data.output_size`` (else the generated
         data's size)."""
         config = self.task_config
-        size = config.validation_data.output_size or [config.generated_data.image_size] * 2
+        size = first_validation_data(config).output_size or [config.generated_data.image_size] * 2
         images = torch.randint(0, 256, (2, *size, 3), dtype=torch.uint8,
                                generator=torch.Generator().manual_seed(0))
         module = SegmenterServing(self, model, config.image_mean, config.image_std)

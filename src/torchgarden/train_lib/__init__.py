@@ -3,14 +3,20 @@
 * ``builders`` — model, optimizer, data, metrics, EMA, the step function -> ``Trainer``;
 * ``wiring`` — checkpoint manager, recovery and preemption, summary managers ->
   ``Controller``; ``params.yaml``;
-* ``experiment`` — ``run_experiment``: the mode, run from start to end;
+* ``experiment`` — ``run_experiment``: the mode, run from start to end (and
+  ``run_experiment_with_multitask_eval``: train one task, evaluate several);
+* ``multitask`` — multi-task trainers, the task sampler and the multi-task evaluator;
 * ``model_dir``, ``run_lock``, ``resume``, ``recovery`` — what a run checks before it
   writes, the one-writer lock, resuming, and blow-up recovery.
 """
 
 from torchgarden.modes import MODES, check_mode
 from torchgarden.train_lib.builders import create_trainer, maybe_create_best_ckpt_exporter
-from torchgarden.train_lib.experiment import NoCheckpointError, run_experiment
+from torchgarden.train_lib.experiment import (
+    NoCheckpointError,
+    run_experiment,
+    run_experiment_with_multitask_eval,
+)
 from torchgarden.train_lib.model_dir import ModelDirError
 from torchgarden.train_lib.resume import check_resume_compatible
 from torchgarden.train_lib.run_lock import ModelDirLockedError, RunLock
@@ -27,5 +33,6 @@ __all__ = [
     "create_trainer",
     "maybe_create_best_ckpt_exporter",
     "run_experiment",
+    "run_experiment_with_multitask_eval",
     "serialize_config",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from torch import nn
@@ -48,7 +48,7 @@ from torchgarden.train_lib.wiring import (
 )
 from torchgarden.utils.logs import Logs
 
-__all__ = ["check_resume_compatible", "run_experiment"]
+__all__ = ["check_resume_compatible", "run_experiment", "run_experiment_with_multitask_eval"]
 
 _logger = logging.getLogger("torchgarden")
 
@@ -165,6 +165,55 @@ def run_experiment(
             callbacks=list(callbacks), train_actions=list(train_actions or []),
             eval_actions=list(eval_actions or []),
         )
+
+
+def run_experiment_with_multitask_eval(
+    *,
+    train_task: Task,
+    eval_tasks: Mapping[str, Task] | Sequence[Task],
+    mode: str,
+    params: ExperimentConfig,
+    model_dir: str | os.PathLike[str],
+    eval_steps: Mapping[str, int | None] | None = None,
+    trainer: Trainer | None = None,
+    runtime: RuntimeContext | None = None,
+    **kwargs: Any,
+) -> tuple[nn.Module, Logs]:
+    """Trains ``train_task`` and evaluates its model with each of ``eval_tasks``.
+
+    Model Garden's ``multitask.train_lib.run_experiment_with_multitask_eval``: every
+    evaluation runs each eval task's ``validation_step`` and metrics on the trained model,
+    into ``validation/<task name>/``; ``best_checkpoint_eval_metric`` may name any of
+    them (``"noisy/accuracy"``). A ``MultiEvalExperimentConfig`` does the same through
+    ``run_experiment`` (and the CLI).
+
+    Args:
+        train_task: The task that trains.
+        eval_tasks: The evaluation tasks by name (a sequence is keyed by ``task.name``).
+        mode: As for :func:`run_experiment`.
+        params: The experiment config.
+        model_dir: Where checkpoints and summaries go.
+        eval_steps: Eval steps by task name; missing: ``trainer.validation_steps``.
+        trainer: A ready ``Trainer``; default built from ``params`` for ``train_task``.
+        runtime: The process' runtime context; default ``setup_runtime(params.runtime)``.
+        **kwargs: Passed to :func:`run_experiment` (``run_post_eval``, ``save_summary``,
+            ``callbacks``, ...).
+
+    Returns:
+        ``(model, eval_logs)`` with ``eval_logs`` keyed by eval task name.
+    """
+    runtime = runtime or (trainer.runtime if trainer is not None else setup_runtime(
+        params.runtime))
+    trainer = trainer or create_trainer(params, train_task, train="train" in mode,
+                                        evaluate=False, model_dir=os.fspath(model_dir),
+                                        runtime=runtime)
+    tasks = dict(eval_tasks) if isinstance(eval_tasks, Mapping) else (
+        {task.name: task for task in eval_tasks})
+    evaluator = create_evaluator(params, train_task, trainer, evaluate=True,
+                                 model_dir=os.fspath(model_dir), eval_tasks=tasks,
+                                 eval_steps=eval_steps)
+    return run_experiment(task=train_task, mode=mode, params=params, model_dir=model_dir,
+                          trainer=trainer, evaluator=evaluator, runtime=runtime, **kwargs)
 
 
 @contextlib.contextmanager
