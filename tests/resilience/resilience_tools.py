@@ -36,6 +36,12 @@ DIGITS = (
     "task.model.dropout=0.1,trainer.optimizer_config.learning_rate.cosine.decay_steps=60,"
     "trainer.optimizer_config.warmup.linear.warmup_steps=10"
 )
+#: Digits and parity heads on one backbone, interleaved by the seeded task sampler.
+MULTITASK = (
+    COMMON + ",task.model.hidden_sizes=[16],task.model.dropout=0.1,"
+    "trainer.optimizer_config.learning_rate.cosine.decay_steps=60,"
+    "trainer.optimizer_config.warmup.linear.warmup_steps=10"
+)
 WORKERS = ",task.train_data.num_workers=2"
 EMA = ",trainer.optimizer_config.ema.average_decay=0.9"
 #: name -> (experiment, override, mode) of the exact-resume cases.
@@ -54,6 +60,12 @@ CASES = {
     "digits_train_and_eval": (
         "image_classification",
         DIGITS + ",trainer.checkpoint_interval=10,trainer.validation_interval=10",
+        "train_and_eval",
+    ),
+    # Best checkpoint on one task's metric (digits/accuracy), evaluations of both tasks.
+    "multitask_train_and_eval": (
+        "multitask_digits",
+        MULTITASK + ",trainer.checkpoint_interval=10,trainer.validation_interval=10",
         "train_and_eval",
     ),
 }
