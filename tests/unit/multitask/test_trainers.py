@@ -160,3 +160,26 @@ def test_train_logs_nest_by_task(trainer_type):
     assert {"digits", "parity", "training_loss", "learning_rate"} <= set(logs)
     assert {"accuracy", "training_loss"} <= set(logs["digits"])
     assert ("num_steps" in logs["digits"]) == (trainer_type == "interleaving")
+
+
+def test_a_routine_init_checkpoint_loads_a_single_task_checkpoint_into_its_sub_model(tmp_path):
+    single = get_experiment("image_classification")
+    single.override(SHORT).override({"task": {"model": {"hidden_sizes": [16]}},
+                                     "trainer": {"train_steps": 10}})
+    single_dir = str(tmp_path / "single")
+    trained, _ = run_experiment(task=get_task(single.validate().task), mode="train",
+                                params=single, model_dir=single_dir)
+    routine = single.task.copy()
+    routine.init_checkpoint = single_dir
+    multi = MultiTaskExperimentConfig(
+        task=MultiTaskConfig(task_routines=[
+            TaskRoutine(task_name="pretrained", task_config=routine),
+            TaskRoutine(task_name="fresh", task_config=single.task.copy())]),
+        trainer=MultiTaskTrainerConfig.from_dict(single.trainer.as_dict()))
+    multi.trainer.train_steps = 0
+    model, _ = run_experiment(task=get_task(multi.validate().task), mode="train", params=multi,
+                              model_dir=str(tmp_path / "multi"))
+    loaded, fresh = model.sub_tasks["pretrained"], model.sub_tasks["fresh"]
+    for key, value in trained.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert not torch.equal(fresh.state_dict()["1.weight"], trained.state_dict()["1.weight"])
