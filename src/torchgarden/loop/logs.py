@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["flatten_logs", "format_output", "to_host"]
+__all__ = ["flatten_logs", "format_output", "format_throughput", "to_host"]
 
 
 def to_host(logs: Any) -> Any:
@@ -76,3 +76,21 @@ def format_output(logs: dict[str, Any]) -> str:
     if "\n" in text:
         return "\n" + "\n".join("    " + line for line in text.splitlines())
     return text
+
+
+def format_throughput(figures: dict[str, float]) -> str:
+    """The throughput part of a train log line (``examples/sec: 3200.0 | ...``), or ""."""
+    parts = []
+    examples = figures.get("throughput/examples_per_second")
+    if examples is not None:
+        parts.append(f"examples/sec: {examples:.1f}")
+    tokens = figures.get("throughput/tokens_per_second")
+    if tokens is not None:
+        parts.append(f"tokens/sec: {tokens:.0f}")
+    mfu = figures.get("throughput/mfu")
+    if mfu is not None:
+        parts.append(f"mfu: {mfu:.1%}")
+    wait = figures.get("throughput/data_wait_fraction")
+    if wait is not None:
+        parts.append(f"data wait: {wait:.0%}")
+    return "".join(part + " | " for part in parts)
