@@ -368,7 +368,7 @@ class Controller:
         logs = recorded_logs(self.eval_summary_manager, step)
         if logs is None:
             return self.evaluate(steps=eval_steps)
-        self._log(f" eval | step: {step: 6d} | recorded | output: {format_output(logs)}")
+        self._log(f" eval | step: {step: 6d} | recorded earlier | output: {format_output(logs)}")
         return logs
 
     def evaluate_continuously(

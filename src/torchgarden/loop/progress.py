@@ -5,27 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-__all__ = ["EtaClock", "FirstLoopNotice", "ProgressBar", "StepTimer", "format_duration"]
-
-
-class StepTimer:
-    """Steps per second between two readings of the global step.
-
-    Args:
-        step: The global step when timing starts.
-    """
-
-    def __init__(self, step: int) -> None:
-        self.start_step = step
-        self.start_time = time.perf_counter()
-
-    def steps_per_second(self, step: int, restart: bool = True) -> float:
-        """Rate since the start (or the last restart); restarts the clock by default."""
-        elapsed = time.perf_counter() - self.start_time
-        value = (step - self.start_step) / elapsed if elapsed > 0 else 0.0
-        if restart:
-            self.start_step, self.start_time = step, time.perf_counter()
-        return value
+__all__ = ["EtaClock", "FirstLoopNotice", "ProgressBar", "format_duration"]
 
 
 class ProgressBar:

@@ -10,7 +10,6 @@ in the window.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 
 import torch
@@ -54,13 +53,15 @@ def _peak_rss_gib() -> float | None:
 
 
 class ThroughputMeter:
-    """Measures one train loop at a time: ``loop_begin()``, then ``loop_end(steps)``.
+    """Figures of one train loop at a time: ``loop_begin()``, then ``loop_end(steps, seconds)``.
 
     Example:
         >>> meter = ThroughputMeter(examples_per_step=256, tokens_per_example=1024,
         ...                         flops_per_example=6 * 124e6 * 1024, peak_flops=989e12)
-        >>> meter.loop_begin(); logs = trainer.train(100); to_host(logs)
-        >>> meter.loop_end(100)  # {"throughput/examples_per_second": ..., ...}
+        >>> meter.loop_begin(); start = time.perf_counter()
+        >>> to_host(trainer.train(100))  # The loop's work is done when its logs are here.
+        >>> meter.loop_end(100, time.perf_counter() - start)
+        {"throughput/examples_per_second": ..., ...}
 
     Args:
         examples_per_step: Examples one optimizer step consumes, all processes together
@@ -94,7 +95,6 @@ class ThroughputMeter:
         self._data_wait = data_wait
         device = torch.device(device) if device is not None else None
         self._cuda = device if device is not None and device.type == "cuda" else None
-        self._start = 0.0
         self._wait_start = 0.0
 
     @property
@@ -105,12 +105,12 @@ class ThroughputMeter:
         return self._flops
 
     def loop_begin(self) -> None:
-        """Starts the clock (call right before ``trainer.train``)."""
+        """Reads the data-wait clock (call right before ``trainer.train``)."""
         self._wait_start = self._data_wait() if self._data_wait is not None else 0.0
-        self._start = time.perf_counter()
 
-    def loop_end(self, steps: int) -> dict[str, float]:
-        """The loop's figures; call once its logs are on the host.
+    def loop_end(self, steps: int, elapsed: float) -> dict[str, float]:
+        """The figures of a loop of ``steps`` steps that took ``elapsed`` seconds (call
+        once its logs are on the host).
 
         Returns:
             ``throughput/examples_per_second``, ``throughput/tokens_per_second``,
@@ -119,7 +119,6 @@ class ThroughputMeter:
             during the loop) and ``memory/rss_peak_gib`` (the process' peak resident
             set), each where it is known.
         """
-        elapsed = time.perf_counter() - self._start
         out: dict[str, float] = {}
         if elapsed > 0 and steps > 0:
             out.update(self._rates(steps * self.examples_per_step / elapsed))

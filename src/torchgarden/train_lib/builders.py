@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torchgarden import distribute, optim
 from torchgarden.checkpoint import BestCheckpointExporter
 from torchgarden.compile import compiled_train_step
-from torchgarden.config import DataConfig, ExperimentConfig, TrainerConfig
+from torchgarden.config import DataConfig, ExperimentConfig, OptimizationConfig, TrainerConfig
 from torchgarden.core import StepFunction, Task, Trainer
 from torchgarden.data import InputContext
 from torchgarden.runtime import RuntimeContext, autocast_forward, setup_runtime
@@ -29,6 +29,7 @@ __all__ = [
     "build_forward_model",
     "build_inputs",
     "create_trainer",
+    "learning_rate_config",
     "maybe_create_best_ckpt_exporter",
 ]
 
@@ -93,7 +94,7 @@ def create_trainer(
         eval_data=build_inputs(task, params.task.validation_data, runtime) if evaluate else None,
         train_metrics=task.build_metrics(training=True) if train else (),
         eval_metrics=task.build_metrics(training=False) if evaluate else (),
-        lr_schedule=optim.build_learning_rate(cfg.optimizer_config) if train else None,
+        lr_schedule=optim.build_learning_rate(learning_rate_config(params)) if train else None,
         ema=build_ema(cfg, model) if train else None,
         step_fn=step_fn,
         forward_model=forward_model,
@@ -103,6 +104,21 @@ def create_trainer(
         check_loss=_loss_bound(cfg) if train else None,
         runtime=runtime,
     )
+
+
+def learning_rate_config(params: ExperimentConfig) -> OptimizationConfig:
+    """``trainer.optimizer_config`` with a ``decay_steps`` of -1 resolved to the run's
+    length: ``trainer.train_steps`` minus the schedule's ``offset``."""
+    config = params.trainer.optimizer_config
+    kind = getattr(config.learning_rate, "type", None)
+    schedule = getattr(config.learning_rate, kind, None) if kind else None
+    if getattr(schedule, "decay_steps", None) != -1:
+        return config
+    config = config.copy()
+    schedule = getattr(config.learning_rate, kind)
+    offset = int(getattr(schedule, "offset", 0) or 0)
+    schedule.decay_steps = max(params.trainer.train_steps - offset, 1)
+    return config
 
 
 def build_forward_model(model: nn.Module, runtime: RuntimeContext, optimizer: Any) -> nn.Module:
