@@ -123,6 +123,20 @@ def _scalar_or_none(value: Any) -> float | None:
     return None
 
 
+def _flat_scalars(summary_dict: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The scalar leaves of ``summary_dict`` as ``{"a/b": float}`` (images and arrays left out)."""
+    out: dict[str, float] = {}
+    for name, value in summary_dict.items():
+        key = f"{prefix}/{name}" if prefix else str(name)
+        if isinstance(value, Mapping):
+            out.update(_flat_scalars(value, key))
+        elif not str(name).startswith("image/"):
+            number = _scalar_or_none(value)
+            if number is not None:
+                out[key] = number
+    return out
+
+
 def scalar_summary(writer: Any, name: str, value: Any, step: int | None) -> None:
     """Default ``summary_fn``: writes ``value`` as a TensorBoard scalar.
 
@@ -248,26 +262,18 @@ class SummaryManager(SummaryManagerInterface):
         if step is None:
             step = self.current_step()
         step = int(step) if step is not None else None
-        scalars: dict[str, float] = {}
-        self._write(summary_dict, "", step, scalars)
+        self._write(summary_dict, "", step)
         if self._trackers and step is not None:
+            scalars = _flat_scalars(summary_dict)
             for tracker in self._trackers:
                 tracker.log_scalars(self._split, step, scalars)
 
-    def _write(
-        self, summary_dict: Mapping[str, Any], relative_path: str, step: int | None,
-        scalars: dict[str, float],
-    ) -> None:
+    def _write(self, summary_dict: Mapping[str, Any], relative_path: str, step: int | None) -> None:
         for name, value in summary_dict.items():
             if isinstance(value, Mapping):
-                self._write(value, os.path.join(relative_path, str(name)), step, scalars)
-                continue
-            self._write_leaf(self.summary_writer(relative_path), str(name), value, step)
-            if self._trackers and not str(name).startswith("image/"):
-                number = _scalar_or_none(value)
-                if number is not None:
-                    key = f"{relative_path}/{name}" if relative_path else str(name)
-                    scalars[key.replace(os.sep, "/")] = number
+                self._write(value, os.path.join(relative_path, str(name)), step)
+            else:
+                self._write_leaf(self.summary_writer(relative_path), str(name), value, step)
 
     def _write_leaf(self, writer: Any, name: str, value: Any, step: int | None) -> None:
         self._summary_fn(writer, name, value, step)

@@ -29,7 +29,7 @@ __all__ = [
     "build_forward_model",
     "build_inputs",
     "create_trainer",
-    "learning_rate_config",
+    "optimizer_config_for",
     "maybe_create_best_ckpt_exporter",
 ]
 
@@ -76,7 +76,8 @@ def create_trainer(
     cfg = params.trainer
     model = task.build_model().to(runtime.device)
     optimizer = (
-        task.create_optimizer(cfg.optimizer_config, model, params.runtime) if train else None
+        task.create_optimizer(optimizer_config_for(params), model, params.runtime)
+        if train else None
     )
     eager_model = build_forward_model(model, runtime, optimizer)
     forward_model, step_fn = eager_model, None
@@ -94,7 +95,7 @@ def create_trainer(
         eval_data=build_inputs(task, params.task.validation_data, runtime) if evaluate else None,
         train_metrics=task.build_metrics(training=True) if train else (),
         eval_metrics=task.build_metrics(training=False) if evaluate else (),
-        lr_schedule=optim.build_learning_rate(learning_rate_config(params)) if train else None,
+        lr_schedule=optim.build_learning_rate(optimizer_config_for(params)) if train else None,
         ema=build_ema(cfg, model) if train else None,
         step_fn=step_fn,
         forward_model=forward_model,
@@ -106,7 +107,7 @@ def create_trainer(
     )
 
 
-def learning_rate_config(params: ExperimentConfig) -> OptimizationConfig:
+def optimizer_config_for(params: ExperimentConfig) -> OptimizationConfig:
     """``trainer.optimizer_config`` with a ``decay_steps`` of -1 resolved to the run's
     length: ``trainer.train_steps`` minus the schedule's ``offset``."""
     config = params.trainer.optimizer_config

@@ -23,7 +23,7 @@ from torchgarden.summary import (
     SummaryManager,
     Tracker,
 )
-from torchgarden.train_lib.builders import learning_rate_config
+from torchgarden.train_lib.builders import optimizer_config_for
 
 __all__ = [
     "TrackersClosed",
@@ -143,7 +143,7 @@ def warn_if_schedule_ends_early(params: ExperimentConfig) -> str | None:
     ``trainer.train_steps``; returns the message, or None."""
     cfg = params.trainer
     try:
-        schedule = optim.build_learning_rate(learning_rate_config(params))
+        schedule = optim.build_learning_rate(optimizer_config_for(params))
     except (ValueError, TypeError):
         return None  # The trainer reports a bad schedule itself.
     end = schedule_end_step(schedule)
