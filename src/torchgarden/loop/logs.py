@@ -78,19 +78,14 @@ def format_output(logs: dict[str, Any]) -> str:
     return text
 
 
+_SHOWN = (  # The throughput figures a train log line shows, in this order.
+    ("throughput/examples_per_second", "examples/sec: {:.1f} | "),
+    ("throughput/tokens_per_second", "tokens/sec: {:.0f} | "),
+    ("throughput/mfu", "mfu: {:.1%} | "),
+    ("throughput/data_wait_fraction", "data wait: {:.0%} | "),
+)
+
+
 def format_throughput(figures: dict[str, float]) -> str:
     """The throughput part of a train log line (``examples/sec: 3200.0 | ...``), or ""."""
-    parts = []
-    examples = figures.get("throughput/examples_per_second")
-    if examples is not None:
-        parts.append(f"examples/sec: {examples:.1f}")
-    tokens = figures.get("throughput/tokens_per_second")
-    if tokens is not None:
-        parts.append(f"tokens/sec: {tokens:.0f}")
-    mfu = figures.get("throughput/mfu")
-    if mfu is not None:
-        parts.append(f"mfu: {mfu:.1%}")
-    wait = figures.get("throughput/data_wait_fraction")
-    if wait is not None:
-        parts.append(f"data wait: {wait:.0%}")
-    return "".join(part + " | " for part in parts)
+    return "".join(text.format(figures[key]) for key, text in _SHOWN if key in figures)

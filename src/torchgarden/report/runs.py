@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from torchgarden.summary import METRICS_FILE, read_metrics
+from torchgarden.utils.logs import flatten
 
 __all__ = ["Image", "Run", "load_run"]
 
@@ -52,17 +53,6 @@ class Run:
     config: dict[str, Any]
     best_metric: tuple[str, str] | None
     images: list[Image]
-
-
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, name))
-        else:
-            flat[name] = value
-    return flat
 
 
 def _metrics_files(model_dir: str) -> list[str]:
@@ -152,6 +142,6 @@ def load_run(model_dir: str | os.PathLike[str], name: str | None = None) -> Run:
     config: dict[str, Any] = {}
     if os.path.isfile(params):
         with open(params, encoding="utf-8") as f:
-            config = _flatten(yaml.safe_load(f) or {})
+            config = flatten(yaml.safe_load(f) or {}, sep=".")
     return Run(name=name or os.path.basename(os.path.abspath(model_dir)), path=model_dir,
                scalars=scalars, config=config, best_metric=_best_metric(config), images=images)

@@ -95,12 +95,10 @@ def _to_float(name: str, value: Any) -> float:
 
     Host sync for device tensors; called once per loop, never per step.
     """
-    if isinstance(value, bool | int | float | np.number | np.bool_):
-        return float(value)
+    number = _scalar_or_none(value)
+    if number is not None:
+        return number
     if isinstance(value, torch.Tensor | np.ndarray):
-        numel = value.size if isinstance(value, np.ndarray) else value.numel()
-        if numel == 1:
-            return float(value.reshape(()).item())  # sync point: once per summary write
         raise ValueError(
             f"summary '{name}' must be a scalar (a number or a 1-element array), got an "
             f"array of shape {tuple(value.shape)}; reduce it first or write it with a "

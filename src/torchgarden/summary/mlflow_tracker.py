@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchgarden.summary.tracker import Tracker
+from torchgarden.utils.logs import flatten
 
 __all__ = ["MlflowTracker", "flatten_params"]
 
@@ -29,16 +30,9 @@ _MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_LENGTH = 6000
 
 
-def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (values as strings, as trackers take them)."""
-    flat: dict[str, str] = {}
-    for key, value in params.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            flat.update(flatten_params(value, name))
-        else:
-            flat[name] = str(value)
-    return flat
+def flatten_params(params: Mapping[str, Any]) -> dict[str, str]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (values as strings, as MLflow takes them)."""
+    return {key: str(value) for key, value in flatten(params, sep=".").items()}
 
 
 def _client(tracking_uri: str) -> Any:
@@ -77,8 +71,6 @@ class MlflowTracker(Tracker):
         self.experiment_name = experiment_name
         self.run_name = run_name
         self.tags = dict(tags or {})
-        #: The MLflow run id; None until the first write of a fresh run.
-        self.run_id: str | None = None
         self._client: Any = None
         self._params: dict[str, str] = {}
         self._held: dict[str, int] = {}  # key -> last step the (resumed) run already holds
@@ -135,12 +127,6 @@ class MlflowTracker(Tracker):
         if self._open:
             self._client.set_terminated(self.run_id, status="FINISHED")
             self._open = False
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id or ""}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.run_id = str(state.get("run_id") or "") or None
 
     def __repr__(self) -> str:
         uri = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI", "default")

@@ -23,6 +23,9 @@ class Tracker(abc.ABC):
 
     #: A short name (``mlflow``), used for the tracker's item in checkpoints.
     name: str = "tracker"
+    #: The tracker's run (MLflow run id, W&B run id), kept in checkpoints so a resumed run
+    #: continues it; None until a run is created (and for trackers without runs).
+    run_id: str | None = None
 
     @abc.abstractmethod
     def log_scalars(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
@@ -50,8 +53,8 @@ class Tracker(abc.ABC):
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps so a resumed run continues the same tracker run."""
-        return {}
+        return {"run_id": self.run_id or ""}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores :meth:`state_dict`."""
-        del state
+        self.run_id = str(state.get("run_id") or "") or None

@@ -52,8 +52,6 @@ class WandbTracker(Tracker):
     ) -> None:
         self.directory = os.fspath(directory)
         self.project, self.entity, self.mode, self.run_name = project, entity, mode, run_name
-        #: The W&B run id; None until the first write of a fresh run.
-        self.run_id: str | None = None
         self._params: dict[str, Any] | None = None
         self._run: Any = None
         self._first_step = 0
@@ -90,12 +88,6 @@ class WandbTracker(Tracker):
         if self._run is not None:
             self._run.finish()
             self._run = None
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id or ""}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.run_id = str(state.get("run_id") or "") or None
 
     def __repr__(self) -> str:
         return f"WandbTracker(run_id={self.run_id!r}, mode={self.mode or 'default'!r})"
