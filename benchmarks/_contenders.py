@@ -224,12 +224,14 @@ def torchgarden_compiled(
     return run
 
 
-def torchgarden_full(workload: Workload, device: str = "cpu") -> Contender:
-    """(c) ``run_experiment``: summaries, progress bar and checkpoints on."""
+def torchgarden_full(workload: Workload, device: str = "cpu", observe: bool = True) -> Contender:
+    """(c) ``run_experiment``: summaries, progress bar and checkpoints on; ``observe=False``
+    turns off ``metrics.jsonl`` and the throughput figures (issue 12's overhead check)."""
     from torchgarden.train_lib import run_experiment
 
     def run(num_steps: int) -> float:
         params = _config(workload, num_steps, device)
+        params.override({"trainer": {"metrics_file": observe, "log_throughput": observe}})
         task = _bench_task(workload, params.task, device)
         model_dir = tempfile.mkdtemp(prefix="tg-bench-")
         try:

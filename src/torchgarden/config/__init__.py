@@ -37,6 +37,7 @@ from torchgarden.config.optimization import (
     WarmupConfig,
 )
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
+from torchgarden.config.trackers import MlflowConfig, WandbConfig
 
 __all__ = [
     "MISSING",
@@ -54,6 +55,7 @@ __all__ = [
     "ExponentialLrConfig",
     "LinearWarmupConfig",
     "LrConfig",
+    "MlflowConfig",
     "OneOfConfig",
     "OptimizationConfig",
     "OptimizerConfig",
@@ -66,6 +68,7 @@ __all__ = [
     "StepwiseLrConfig",
     "TaskConfig",
     "TrainerConfig",
+    "WandbConfig",
     "WarmupConfig",
     "diff",
     "dump_yaml",

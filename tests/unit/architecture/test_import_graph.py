@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"compile", "loop"},
     {"registry"},
     {"experiments", "tasks"},
-    {"export"},
+    {"export", "report"},
     {"train_lib"},
     {"cli"},
     {"__init__", "__main__"},
