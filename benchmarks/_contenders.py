@@ -231,7 +231,8 @@ def torchgarden_full(workload: Workload, device: str = "cpu", observe: bool = Tr
 
     def run(num_steps: int) -> float:
         params = _config(workload, num_steps, device)
-        params.override({"trainer": {"metrics_file": observe, "log_throughput": observe}})
+        if not observe:  # (Older revisions have neither field: their (c) runs as is.)
+            params.override({"trainer": {"metrics_file": False, "log_throughput": False}})
         task = _bench_task(workload, params.task, device)
         model_dir = tempfile.mkdtemp(prefix="tg-bench-")
         try:
