@@ -30,6 +30,14 @@ def _trust_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Te
     return torch.where((numerator > 0) & (denominator > 0), numerator / safe, ones)
 
 
+def _closure_loss(closure: Callable[[], float] | None) -> float | None:
+    """Re-evaluates the loss with gradients on, as ``torch.optim`` optimizers do."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class LAMB(torch.optim.Optimizer):
     """LAMB (You et al., 2019), TF Addons' update rule as used by Model Garden.
 
@@ -69,10 +77,7 @@ class LAMB(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """Applies one update to every parameter with a gradient."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for param in group["params"]:
@@ -139,10 +144,7 @@ class LARS(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """Applies one update to every parameter with a gradient."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             for param in group["params"]:
                 if param.grad is not None:
