@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "build_backbone": "torchgarden.models.library",
     "build_causal_lm": "torchgarden.models.library",
     "build_image_classifier": "torchgarden.models.library",
+    "CausalLM": "torchgarden.models.adapters",
     "FeatureLevels": "torchgarden.models.adapters",
     "Logits": "torchgarden.models.adapters",
     "ModelName": "torchgarden.models.names",
@@ -31,6 +32,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "CausalLM",
     "FeatureLevels",
     "Logits",
     "ModelName",
@@ -56,7 +58,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from torchgarden.models.adapters import FeatureLevels, Logits
+    from torchgarden.models.adapters import CausalLM, FeatureLevels, Logits
     from torchgarden.models.library import build_backbone, build_causal_lm, build_image_classifier
     from torchgarden.models.names import ModelName, parse_model_name
     from torchgarden.models.weights import load_pretrained, read_state_dict

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["FeatureLevels", "Logits"]
+__all__ = ["CausalLM", "FeatureLevels", "Logits"]
 
 
 def _logits_of(output: Any) -> torch.Tensor:
@@ -88,3 +88,27 @@ class FeatureLevels(nn.Module):
         """Returns ``{str(level): feature map}``."""
         maps = self._feature_maps(self.model(images))
         return {level: maps[index] for level, index in self._keep.items()}
+
+
+class CausalLM(nn.Module):
+    """``model(token ids [B, T]) -> logits [B, T, vocab]`` for a transformers causal LM.
+
+    Only the logits leave the forward pass (no cache objects or output classes), so the
+    compiled whole step, DDP and autocast see a plain tensor; ``generate`` is the library
+    model's own.
+
+    Args:
+        model: The transformers ``*ForCausalLM`` model.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Returns next-token logits for every position."""
+        return _logits_of(self.model(input_ids=input_ids))
+
+    def generate(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """transformers' ``generate`` of the wrapped model."""
+        return self.model.generate(*args, **kwargs)

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchgarden.models.adapters import FeatureLevels, Logits
+from torchgarden.models.adapters import CausalLM, FeatureLevels, Logits
 from torchgarden.models.names import parse_model_name
 from torchgarden.models.transformers_models import (
     build_transformers_model,
@@ -171,9 +171,10 @@ def _dict_values(output: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
 
 def build_causal_lm(name: str, *, vocab_size: int, max_length: int,
                     settings: Mapping[str, Any] | None = None, pretrained_path: str = "",
-                    ignore_mismatched_sizes: bool = False, key: str = "task.model") -> nn.Module:
+                    ignore_mismatched_sizes: bool = False, key: str = "task.model") -> CausalLM:
     """A decoder-only language model from ``transformers`` (``gpt2``, ``llama``, ``bert``
-    as a decoder, ...): the library model itself (``model(ids).logits``, ``generate``).
+    as a decoder, ...) as a `CausalLM`: ``model(ids) -> logits``, ``model.generate``,
+    the library model as ``model.model``.
 
     Args:
         name: ``transformers/<model_type>``.
@@ -197,4 +198,4 @@ def build_causal_lm(name: str, *, vocab_size: int, max_length: int,
     model = build_transformers_model(parsed.model, head="causal_lm",
                                      settings={**defaults, **dict(settings or {})},
                                      key=f"{key}.name")
-    return _maybe_load(model, pretrained_path, ignore_mismatched_sizes, key)
+    return CausalLM(_maybe_load(model, pretrained_path, ignore_mismatched_sizes, key))

@@ -28,7 +28,9 @@ VOCAB_SIZE = 256  # Byte-level tokens.
 
 def _enable_activation_checkpointing(model: nn.Module) -> None:
     """transformers' per-block checkpointing (non-reentrant ``torch.utils.checkpoint``);
-    transformers 5 renamed ``gradient_checkpointing_enable``."""
+    transformers 5 renamed ``gradient_checkpointing_enable``. The key-value cache is
+    turned off, as transformers would do (with a warning) at every forward pass."""
+    model.config.use_cache = False
     kwargs = {"use_reentrant": False}
     if hasattr(model, "activation_checkpointing_enable"):
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
@@ -64,7 +66,7 @@ class LanguageModelTask(Task):
         model_config = self.task_config.model
         model = self._build_lm()
         if model_config.activation_checkpointing:
-            _enable_activation_checkpointing(model)
+            _enable_activation_checkpointing(model.model)
         # A weightless twin on the meta device; with its cache on, transformers skips a
         # data-dependent mask check that meta tensors cannot answer.
         twin = functools.partial(models.build_causal_lm, model_config.name,

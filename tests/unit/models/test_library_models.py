@@ -83,8 +83,8 @@ def test_backbone_levels_are_measured_strides():
 def test_causal_lms_take_vocab_and_length_from_the_task(model_type, settings, cls):
     model = build_causal_lm(f"transformers/{model_type}", vocab_size=256, max_length=32,
                             settings=settings)
-    assert type(model).__name__ == cls
-    assert model(torch.zeros(2, 32, dtype=torch.long)).logits.shape == (2, 32, 256)
+    assert type(model.model).__name__ == cls
+    assert model(torch.zeros(2, 32, dtype=torch.long)).shape == (2, 32, 256)
 
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
@@ -106,11 +106,11 @@ def test_pretrained_path_loads_local_weights(tmp_path, suffix):
 def test_tied_lm_weights_load_and_new_heads_need_ignore_mismatched_sizes(tmp_path):
     lm = build_causal_lm("transformers/gpt2", vocab_size=64, max_length=16,
                          settings={"n_layer": 1, "n_embd": 16, "n_head": 2})
-    lm.save_pretrained(tmp_path)  # Writes the tied embedding once.
+    lm.model.save_pretrained(tmp_path)  # Writes the tied embedding once.
     again = build_causal_lm("transformers/gpt2", vocab_size=64, max_length=16,
                             settings={"n_layer": 1, "n_embd": 16, "n_head": 2},
                             pretrained_path=str(tmp_path / "model.safetensors"))
-    assert torch.equal(again.lm_head.weight, lm.transformer.wte.weight)
+    assert torch.equal(again.model.lm_head.weight, lm.model.transformer.wte.weight)
     source = build_image_classifier("transformers/resnet", num_classes=4, input_size=(1, 8, 8),
                                     settings=_TINY_RESNET)
     path = tmp_path / "r.pt"

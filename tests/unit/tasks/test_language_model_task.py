@@ -9,6 +9,7 @@ import pytest
 
 import torchgarden as tg
 from torchgarden.cli.main import main
+from torchgarden.compile import unsupported_reason
 
 pytest.importorskip("transformers")
 
@@ -65,3 +66,14 @@ def test_language_model_needs_a_transformers_name(capsys, tmp_path):
                  "--params_override", "task.model.name=timm/resnet18"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "must name a transformers causal LM" in err
+
+
+def test_activation_checkpointing_falls_back_from_the_compiled_whole_step():
+    params = tg.get_experiment("language_model")
+    params.override({"task": {"model": {"activation_checkpointing": True, "library_config": {
+        "n_layer": 1, "n_embd": 16, "n_head": 2}}}})
+    task = tg.get_task(params.task)
+    model = task.build_model()
+    optimizer = task.create_optimizer(params.trainer.optimizer_config, model)
+    reason = unsupported_reason(task=task, model=model, optimizer=optimizer)
+    assert reason is not None and "activation checkpointing" in reason
