@@ -166,6 +166,9 @@ class EMAConfig(Config):
     dynamic_decay: bool = True
     """Use `min(average_decay, (1 + t) / (10 + t))` with `t = step - start_step`.
     Defaults to True."""
+    name: str | None = None
+    """Model Garden's display name; accepted so pasted configs read, unused. Defaults to
+    None."""
 
 
 @dataclasses.dataclass

@@ -123,3 +123,20 @@ def test_model_garden_yaml_block_ports_unchanged(tmp_path):
     schedule = build_learning_rate(config)
     assert schedule(50) == pytest.approx(0.01 * 100**-0.5 * 0.5)
     assert schedule(950) == pytest.approx(0.01 * 950**-0.5 * 0.5)
+
+
+def test_model_garden_sgd_block_with_names_and_ema_ports_unchanged(tmp_path):
+    block = tmp_path / "opt.yaml"
+    block.write_text(
+        "optimizer: {type: sgd, sgd: {name: SGD, decay: 0.0, nesterov: true, momentum: 0.9,\n"
+        "            clipnorm: null, clipvalue: null, global_clipnorm: null}}\n"
+        "learning_rate: {type: stepwise, stepwise: {name: PiecewiseConstantDecay,\n"
+        "                boundaries: [10, 20], values: [0.1, 0.01, 0.001], offset: 0}}\n"
+        "warmup: {type: linear, linear: {name: linear, warmup_learning_rate: 0.0,\n"
+        "         warmup_steps: 5}}\n"
+        "ema: {name: ExponentialMovingAverage, average_decay: 0.9999, trainable_weights_only: true,\n"
+        "      start_step: 0, dynamic_decay: true}\n")
+    config = OptimizationConfig.from_yaml(str(block))
+    schedule = build_learning_rate(config)
+    assert [schedule(s) for s in (0, 5, 15, 25)] == pytest.approx([0.0, 0.1, 0.01, 0.001])
+    assert config.ema.average_decay == 0.9999
