@@ -1,5 +1,6 @@
-"""Slow: library models train through the real CLI: transformers ResNet and ViT on digits,
-RetinaNet on a transformers ResNet-18 backbone, and the language model on the stdlib.
+"""Slow: library models train: transformers ResNet and ViT on digits through the CLI, and
+RetinaNet on a transformers ResNet-18 backbone (the language model: the slow test of
+``examples/language_model_generate.py``).
 
 Floors sit well below what the runs reach (measured figures: docs/models.md,
 docs/language_model.md, docs/tutorials/retinanet.md) and far above chance.
@@ -8,7 +9,6 @@ docs/language_model.md, docs/tutorials/retinanet.md) and far above chance.
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -39,34 +39,26 @@ def test_transformers_classifiers_train_on_digits_through_the_cli(tmp_path, caps
     assert info["accuracy"] >= floor
 
 
-def test_language_model_beats_the_unigram_baseline(tmp_path):
-    params = tg.get_experiment("language_model")
-    params.override({"trainer": {"train_steps": 100, "validation_interval": 100,
-                                 "checkpoint_interval": 100, "progress_bar": False}})
-    task = tg.get_task(params.task)
-    _, logs = tg.run_experiment(task=task, mode="train_and_eval", params=params,
-                                model_dir=str(tmp_path / "run"))
-    assert logs["unigram_bits_per_byte"] > 4.3  # ~4.6 on CPython 3.11's stdlib.
-    assert logs["bits_per_byte"] < 4.0
-    assert logs["bits_per_byte"] == pytest.approx(logs["validation_loss"] / math.log(2))
-
-
 def test_retinanet_trains_on_a_transformers_resnet18_backbone(tmp_path):
     params = tg.get_experiment("retinanet_resnet18")
-    params.override({"task": {"generated_data": {"data_dir": str(tmp_path / "data")},
+    params.override({"task": {"generated_data": {"data_dir": str(tmp_path / "data"),
+                                                 "num_validation": 64},
                               "train_data": {"global_batch_size": 8}},
                      "trainer": {"train_steps": RETINANET_STEPS, "progress_bar": False,
                                  "validation_interval": RETINANET_STEPS,
                                  "checkpoint_interval": RETINANET_STEPS,
-                                 "optimizer_config": {"learning_rate": {"cosine": {
-                                     "decay_steps": RETINANET_STEPS}}}}})
+                                 "optimizer_config": {
+                                     "learning_rate": {"cosine": {
+                                         "decay_steps": RETINANET_STEPS}},
+                                     "warmup": {"linear": {"warmup_steps": 20}}}}})
     task = tg.get_task(params.task)
     model, logs = tg.run_experiment(task=task, mode="train_and_eval", params=params,
                                     model_dir=str(tmp_path / "run"))
     assert type(model.backbone.model).__name__ == "ResNetBackbone"
     assert sum(p.numel() for p in model.backbone.parameters()) > 11_000_000
+    print(f"retinanet_resnet18 {RETINANET_STEPS} steps: AP50 {logs['AP50']:.3f} AP {logs['AP']:.3f}")
     assert logs["AP50"] >= RETINANET_AP50_FLOOR, logs
 
 
 RETINANET_STEPS = 150
-RETINANET_AP50_FLOOR = 0.05
+RETINANET_AP50_FLOOR = 0.03  # Measured: 0.079 (1 thread); chance: ~0.
