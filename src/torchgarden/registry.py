@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import pathlib
 import sys
 from collections.abc import Callable
@@ -159,26 +160,87 @@ def get_task(task_config: TaskConfig, logging_dir: str | None = None, **kwargs: 
 def import_user_module(name: str) -> None:
     """Imports ``name`` (``pkg.registry_imports`` or a ``.py`` path) so it can register.
 
+    A dotted name is looked up the way ``python -m`` looks: the current directory first,
+    then ``sys.path``. A ``.py`` file is imported as the module named after its file
+    (``my_project.py`` -> ``my_project``), the name its classes have when the same file
+    is run as a script.
+
     Raises:
-        RegistryError: If the module cannot be imported; the message names it.
+        RegistryError: If the module cannot be found or imported; the message names it
+            (and, for a syntax error, the file and line).
     """
-    if name.endswith(".py"):
-        path = pathlib.Path(name)
-        if not path.is_file():
-            raise RegistryError(f"--import {name}: file not found.")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)
-        return
     try:
-        importlib.import_module(name)
+        if name.endswith(".py"):
+            _import_file(name)
+            return
+        _put_current_directory_first()
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is None or not (name + ".").startswith(e.name + "."):
+                raise  # The module exists; something it imports does not.
+            raise RegistryError(
+                f"--import {name}: module not found ({e.name}) in the current directory "
+                f"{os.getcwd()} or on sys.path;{_where_it_is(name)} check the name and that "
+                "its package is installed or on PYTHONPATH."
+            ) from e
+    except SyntaxError as e:
+        raise RegistryError(
+            f"--import {name}: {e.filename}, line {e.lineno}: {e.msg}."
+        ) from e
     except ModuleNotFoundError as e:
         raise RegistryError(
-            f"--import {name}: module not found ({e.name}); check the name and that its "
-            f"package is installed or on PYTHONPATH."
+            f"--import {name}: importing it failed: {e} (install it, or fix the import)."
         ) from e
+
+
+def _import_file(name: str) -> None:
+    path = pathlib.Path(name)
+    if not path.is_file():
+        raise RegistryError(f"--import {name}: file not found.")
+    if not path.stem.isidentifier():
+        raise RegistryError(
+            f"--import {name}: '{path.stem}' is not a valid module name; rename the file "
+            "(letters, digits and underscores)."
+        )
+    loaded = sys.modules.get(path.stem)
+    if loaded is not None and getattr(loaded, "__file__", None) and os.path.samefile(
+        loaded.__file__, path
+    ):
+        return  # Already imported (a second --import in the same process).
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[path.stem]
+        raise
+
+
+def _put_current_directory_first() -> None:
+    # `python -m` puts the current directory first on sys.path; a console script puts
+    # its own bin directory there instead.
+    cwd = os.getcwd()
+    if not any(entry in ("", cwd) for entry in sys.path[:1]) and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _where_it_is(name: str) -> str:
+    """`` it is under ./examples: run from there or set PYTHONPATH=examples;`` or ``""``."""
+    top = name.partition(".")[0]
+    try:
+        folders = sorted(e.path for e in os.scandir(".") if e.is_dir() and e.name[0] != ".")
+    except OSError:
+        return ""
+    for folder in folders:
+        if os.path.isdir(os.path.join(folder, top)) or os.path.isfile(
+            os.path.join(folder, top + ".py")
+        ):
+            where = os.path.normpath(folder)
+            return f" it is under {where}/: run from there or set PYTHONPATH={where};"
+    return ""
 
 
 def _ensure_builtins() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import subprocess
@@ -32,13 +33,24 @@ def test_readme_quick_start_trains_to_a_useful_accuracy(project):
     assert (project.parent / "runs" / "mine" / "ckpt-1000" / "meta.json").is_file()
 
 
-def test_readme_module_runs_through_the_cli_import_flag(project):
+def test_the_cli_resumes_and_evaluates_the_scripts_run(project, capsys):
+    """`python my_project.py`, then the README's `torchgarden train --import my_project.py`
+    on the same model_dir: it resumes (the task class is `my_project.MyTaskConfig` both
+    times), and `torchgarden eval` reads the run's params.yaml."""
     from torchgarden.cli.main import main
 
-    model_dir = project.parent / "cli_run"
-    code = main([
-        "train", "--import", str(project), "--experiment", "my_experiment",
-        "--model_dir", str(model_dir), "--params_override", "trainer.train_steps=100",
-    ])
-    assert code == 0
-    assert (model_dir / "params.yaml").is_file()
+    model_dir = project.parent / "runs" / "mine"
+    if not (model_dir / "ckpt-1000").is_dir():
+        subprocess.run([sys.executable, str(project)], cwd=project.parent, check=True,
+                       capture_output=True, timeout=300)
+    assert "_type: my_project.MyTaskConfig" in (model_dir / "params.yaml").read_text()
+    capsys.readouterr()
+    assert main(["train", "--import", str(project), "--experiment", "my_experiment",
+                 "--model_dir", str(model_dir), "--params_override",
+                 "trainer.train_steps=1100"]) == 0
+    assert f"restored model from {model_dir}/ckpt-1000 at step 1000." in capsys.readouterr().out
+    assert (model_dir / "ckpt-1100" / "meta.json").is_file()
+    assert main(["eval", "--import", str(project), "--model_dir", str(model_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "config read from" in out and "ckpt-1100" in out
+    assert any("tfevents" in name for name in os.listdir(model_dir / "eval"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from resilience_tools import CASES, cli_args, run_in_process
+from table import DIGITS, EVERY_5, SHORT, TOY, run_quietly
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +21,17 @@ def reference(tmp_path_factory):
         return done[case]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> dict[str, str]:
+    """Short runs (checkpoints at steps 5 and 10) copied into the table rows that resume."""
+    runs = {}
+    for kind, command, extra in (("trained", TOY, ""),
+                                 ("trained_digits", DIGITS, ",task.model.hidden_sizes=[8]")):
+        model_dir = str(tmp_path_factory.mktemp(kind) / "run")
+        code = run_quietly([*command, "--model_dir", model_dir, "--params_override",
+                            f"{SHORT}{EVERY_5}{extra}"])
+        assert code == 0
+        runs[kind] = model_dir
+    return runs

@@ -24,6 +24,10 @@ the process those signals itself at the start of step N, as a scheduler would.
 
 ``TG_FAULT_STALL=N:SECONDS`` sleeps that long inside step N, so a test can deliver a
 signal while a step is in flight.
+
+``TG_FAULT_HOLD=N:PATH`` prints ``faulty_cli: holding at step N`` at the start of step N
+and waits (at most two minutes) until the file ``PATH`` exists, so a test can act while
+the run holds its model_dir's lock.
 """
 
 from __future__ import annotations
@@ -198,6 +202,22 @@ def _install_disk_full(target: int) -> None:
     torch.save = save
 
 
+def _install_hold(target: int, gate: str) -> None:
+    from torchgarden.core.trainer import Trainer
+
+    original = Trainer.train_step
+
+    def train_step(self, iterator):
+        if self.global_step.value == target - 1:
+            print(f"faulty_cli: holding at step {target}", flush=True)
+            deadline = time.monotonic() + 120
+            while not os.path.exists(gate) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return original(self, iterator)
+
+    Trainer.train_step = train_step
+
+
 def install(fault: str) -> None:
     """Installs the fault named by a ``TG_FAULT`` value (see the module docstring)."""
     kind, _, rest = fault.partition(":")
@@ -222,6 +242,9 @@ def main() -> None:
         install(os.environ["TG_FAULT"])
     if os.environ.get("TG_FAULT_DISK_FULL"):
         _install_disk_full(int(os.environ["TG_FAULT_DISK_FULL"]))
+    if os.environ.get("TG_FAULT_HOLD"):
+        step, _, gate = os.environ["TG_FAULT_HOLD"].partition(":")
+        _install_hold(int(step), gate)
     if os.environ.get("TG_FAULT_STALL"):
         step, _, seconds = os.environ["TG_FAULT_STALL"].partition(":")
         _install_step_fault(int(step), stall=float(seconds))

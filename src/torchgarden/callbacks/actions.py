@@ -7,13 +7,19 @@ import logging
 import math
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from torchgarden.callbacks.base import lookup_metric
 from torchgarden.utils.files import atomic_write_text
 from torchgarden.utils.logs import Logs
 
-__all__ = ["ConditionalAction", "NewBestMetric", "RecoveryAction"]
+__all__ = [
+    "ConditionalAction",
+    "NewBestMetric",
+    "RecoveryAction",
+    "RecoveryHooks",
+    "TrainingDivergedError",
+]
 
 _logger = logging.getLogger("torchgarden")
 
@@ -92,13 +98,51 @@ class NewBestMetric:
     __call__ = commit
 
 
+class TrainingDivergedError(RuntimeError):
+    """The loss blew up more often than ``recovery_max_trials`` allows.
+
+    The message starts with Model Garden's (``The loss value is NaN after training loop
+    and it happens K times.``) and goes on with the step and, where known, the batch and
+    data file.
+    """
+
+
+class RecoveryHooks(Protocol):
+    """What :class:`RecoveryAction` needs from the trainer (``train_lib`` provides it)."""
+
+    @property
+    def checking_every_step(self) -> bool:
+        """Whether the trainer checks the loss after every step (stops at the bad step)."""
+
+    def check_every_step(self, enabled: bool) -> None:
+        """Turns per-step loss checks on (for a replay) or back to the configured default."""
+
+    def current_batches(self) -> list[Any]:
+        """The data positions of the batches the step just taken consumed."""
+
+    def skip(self, batches: list[Any]) -> None:
+        """Makes the data iterator step over these positions from now on."""
+
+    def describe(self, batches: list[Any]) -> str:
+        """``"batch 3 of epoch 0 of data.npz"``."""
+
+
 class RecoveryAction:
-    """Rolls back to the latest checkpoint when the training loss blows up (REFERENCE §11).
+    """Recovers from a loss blow-up by rolling back (REFERENCE §11), and steps over the
+    batch that caused it.
 
     Trips on a NaN loss at any step, or on ``loss > loss_upper_bound`` once the global
-    step is at least ``recovery_begin_steps``. After more than ``max_trials`` trips it
-    raises ``RuntimeError`` with Model Garden's message; ``max_trials=0`` fails on the
-    first trip.
+    step is at least ``recovery_begin_steps``. Each trip restores the last finite
+    checkpoint (or the initial state) and counts one trial:
+
+    * the first trip replays the steps since that checkpoint, checking the loss after every
+      step, so a transient blow-up ends as if it never happened;
+    * a second trip within those steps is deterministic: the batches of the exact step
+      are skipped from then on (the data iterator steps over them), which changes the
+      trajectory instead of looping.
+
+    After more than ``max_trials`` trips it raises :class:`TrainingDivergedError` (Model
+    Garden's message, then the step and the batch); ``max_trials=0`` fails on the first.
 
     Args:
         checkpoint_manager: Restores the latest checkpoint (or initialises).
@@ -107,6 +151,10 @@ class RecoveryAction:
         max_trials: Recoveries allowed before failing. Default 0.
         global_step: The shared step counter.
         loss_key: Train-log key of the loss. Default ``"training_loss"``.
+        restore: Restores the last finite state and returns what it restored (a path or
+            a description). Default: ``checkpoint_manager.restore_or_initialize``.
+        hooks: Per-step checks and batch skipping (:class:`RecoveryHooks`). None: plain
+            Orbit rollbacks, nothing skipped.
     """
 
     def __init__(
@@ -118,6 +166,8 @@ class RecoveryAction:
         max_trials: int = 0,
         global_step: Any = None,
         loss_key: str = "training_loss",
+        restore: Callable[[], str | None] | None = None,
+        hooks: RecoveryHooks | None = None,
     ) -> None:
         self.checkpoint_manager = checkpoint_manager
         self.loss_upper_bound = loss_upper_bound
@@ -126,33 +176,65 @@ class RecoveryAction:
         self.global_step = global_step
         self.loss_key = loss_key
         self.recover_counter = 0
+        self._restore = restore or checkpoint_manager.restore_or_initialize
+        self._hooks = hooks
+        self._replay_until: int | None = None  # End of the steps being replayed.
 
     def should_recover(self, loss: float) -> bool:
         if math.isnan(loss):
             return True
-        step = int(self.global_step) if self.global_step is not None else 0
-        return step >= self.recovery_begin_steps and loss > self.loss_upper_bound
+        return self._step() >= self.recovery_begin_steps and loss > self.loss_upper_bound
+
+    def _step(self) -> int:
+        return int(self.global_step) if self.global_step is not None else 0
 
     def __call__(self, output: Logs) -> None:
         if self.loss_key not in output:
             return
         loss = float(output[self.loss_key])  # Host sync: once per loop.
+        step = self._step()
         if not self.should_recover(loss):
+            if self._replay_until is not None and step >= self._replay_until:
+                self._replay_until = None  # Replayed cleanly: a transient blow-up.
+                if self._hooks is not None:
+                    self._hooks.check_every_step(False)
             return
         self.recover_counter += 1
+        hooks = self._hooks
+        exact = hooks is not None and hooks.checking_every_step
+        batches = hooks.current_batches() if exact and hooks is not None else []
+        repeated = exact and self._replay_until is not None and step <= self._replay_until
         if self.recover_counter > self.max_trials:
-            if math.isnan(loss):
-                raise RuntimeError(
-                    f"The loss value is NaN after training loop and it happens "
-                    f"{self.recover_counter} times."
-                )
-            raise RuntimeError(
-                f"The loss value is {loss}, which is larger than the bound "
-                f"{self.loss_upper_bound}, happens {self.recover_counter} times."
-            )
-        step = int(self.global_step) if self.global_step is not None else -1
-        path = self.checkpoint_manager.restore_or_initialize()
+            raise TrainingDivergedError(self._failure(loss, step, batches, repeated))
+        restored = self._restore() or "the initial state"
+        if repeated and batches and hooks is not None:
+            hooks.skip(batches)
+            action = f"skipping {hooks.describe(batches)} from now on, as it blew up twice"
+        else:
+            if hooks is not None:
+                hooks.check_every_step(True)
+            action = "replaying, checking every step"
+        self._replay_until = step
         _logger.warning(
-            "recovering from a loss blow-up (loss=%s at step %d, trial %d of %d): restored %s.",
-            loss, step, self.recover_counter, self.max_trials, path or "the initial weights",
+            "recovering from a loss blow-up (loss=%s at step %d, trial %d of %d): restored "
+            "%s; %s.", loss, step, self.recover_counter, self.max_trials, restored, action,
         )
+
+    def _failure(self, loss: float, step: int, batches: list[Any], repeated: bool) -> str:
+        if math.isnan(loss):
+            head = (f"The loss value is NaN after training loop and it happens "
+                    f"{self.recover_counter} times.")
+        else:
+            head = (f"The loss value is {loss}, which is larger than the bound "
+                    f"{self.loss_upper_bound}, happens {self.recover_counter} times.")
+        where = f" At step {step}"
+        if batches and self._hooks is not None:
+            where += f", reading {self._hooks.describe(batches)}"
+        hint = (
+            "; it blew up again at the same steps after a rollback, so the batch is the likely "
+            "cause: allow one more trial (trainer.recovery_max_trials) to skip it"
+            if repeated else "; check the data and the learning rate"
+        )
+        latest = getattr(self.checkpoint_manager, "latest_checkpoint", None)
+        kept = f"; the last finite checkpoint {latest} is intact" if latest else ""
+        return f"{head}{where}{hint}{kept}."

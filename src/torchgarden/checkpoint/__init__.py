@@ -1,5 +1,6 @@
 """Checkpoints: ``Checkpoint`` items, an atomic verified ``CheckpointManager``, best export."""
 
+from torchgarden.checkpoint._storage import load_state
 from torchgarden.checkpoint.best import BestCheckpointExporter
 from torchgarden.checkpoint.checkpoint import Checkpoint, Value
 from torchgarden.checkpoint.errors import (
@@ -8,6 +9,7 @@ from torchgarden.checkpoint.errors import (
     CheckpointMismatchError,
     CheckpointWriteError,
     CorruptCheckpointError,
+    NonFiniteCheckpointError,
     UnsafeCheckpointError,
 )
 from torchgarden.checkpoint.iterator import checkpoints_iterator
@@ -28,11 +30,13 @@ __all__ = [
     "CheckpointMismatchError",
     "CheckpointWriteError",
     "CorruptCheckpointError",
+    "NonFiniteCheckpointError",
     "UnsafeCheckpointError",
     "Value",
     "checkpoint_number",
     "checkpoints_iterator",
     "latest_checkpoint",
     "load_model_weights",
+    "load_state",
     "read_meta",
 ]

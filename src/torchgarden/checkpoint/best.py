@@ -21,6 +21,7 @@ import torch
 
 from torchgarden.checkpoint import _ranks, _storage
 from torchgarden.checkpoint.checkpoint import Checkpoint
+from torchgarden.checkpoint.errors import CorruptCheckpointError
 from torchgarden.checkpoint.manager import CheckpointManager
 
 __all__ = ["BestCheckpointExporter"]
@@ -113,10 +114,26 @@ class BestCheckpointExporter:
 
     def _load_info(self) -> dict[str, Any] | None:
         path = self.best_ckpt_logs_path
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             return None
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        fix = "delete it to start the best-checkpoint record afresh"
+        try:
+            with open(path, encoding="utf-8") as f:
+                info = json.load(f)
+        except (OSError, ValueError) as e:
+            raise CorruptCheckpointError(f"{path!r} is unreadable ({e}); {fix}.") from None
+        if not isinstance(info, dict):
+            raise CorruptCheckpointError(f"{path!r} holds no JSON object; {fix}.")
+        try:
+            value = _scalar(_lookup(info, self._metric_name))
+        except KeyError:
+            value = None
+        if value is None:
+            raise CorruptCheckpointError(
+                f"{path!r} records no best {self._metric_name!r} (was another metric "
+                f"exported there?); {fix}, or export to another subdirectory."
+            )
+        return info
 
     @property
     def export_dir(self) -> str:
@@ -202,7 +219,7 @@ class BestCheckpointExporter:
             raise ValueError(
                 f"metric {self._metric_name!r} must be a scalar, got {type(raw).__name__}."
             )
-        if math.isnan(value) and self._best_ckpt_logs is not None:
+        if math.isnan(value):  # Weights that evaluate to NaN are never the best.
             return False
         if not self._is_better(value):
             return False

@@ -8,6 +8,7 @@ __all__ = [
     "CheckpointMismatchError",
     "CheckpointWriteError",
     "CorruptCheckpointError",
+    "NonFiniteCheckpointError",
     "UnsafeCheckpointError",
 ]
 
@@ -34,3 +35,8 @@ class CheckpointMismatchError(CheckpointError):
 
 class CheckpointWriteError(CheckpointError):
     """Writing a checkpoint failed (disk full, quota, I/O error); older ones are intact."""
+
+
+class NonFiniteCheckpointError(CheckpointError):
+    """Model parameters hold NaN or inf: such a state is never saved or resumed as a
+    checkpoint unless restored explicitly by path."""

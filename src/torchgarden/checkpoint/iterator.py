@@ -6,24 +6,19 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
-from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint import _storage, selection
 from torchgarden.checkpoint.errors import CheckpointError
 
 __all__ = ["checkpoints_iterator"]
 
 
 def _is_complete(path: str) -> bool:
-    """Cheap completeness check: meta.json readable and every file at its recorded size."""
+    """Cheap completeness check: a well-formed manifest and every file at its recorded size."""
     try:
-        meta = _storage.read_meta(path)
+        meta = selection.read_manifest(path)
     except CheckpointError:
         return False
-    files = meta.get("files") or {}
-    return bool(files) and all(
-        os.path.isfile(os.path.join(path, name))
-        and os.path.getsize(os.path.join(path, name)) == info.get("bytes")
-        for name, info in files.items()
-    )
+    return selection.sizes_match(path, meta)
 
 
 def _wait_for_new(

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import shutil
 from collections.abc import Callable
 from typing import Any
 
-from torchgarden.checkpoint import _ranks, _storage
+from torchgarden.checkpoint import _ranks, _storage, selection
 from torchgarden.checkpoint._storage import checkpoint_number, latest_checkpoint, read_meta
 from torchgarden.checkpoint._writer import CheckpointWriter
 from torchgarden.checkpoint.checkpoint import Checkpoint
-from torchgarden.checkpoint.errors import CheckpointMismatchError, CorruptCheckpointError
+from torchgarden.checkpoint.errors import CheckpointMismatchError
 
 __all__ = ["CheckpointManager", "checkpoint_number", "latest_checkpoint", "read_meta"]
 
@@ -119,7 +118,10 @@ class CheckpointManager:
         self._enable_async = enable_async
         self._config = config
         self._last_saved_number: int | None = None
-        self._corrupt: set[str] = set()
+        # Entries found unusable (corrupt, incomplete, misnamed, non-finite): never resumed,
+        # never counted or deleted by retention, set aside when their step is saved again.
+        self._unusable: set[str] = set()
+        self._prepared: tuple[str, dict[str, Any]] | None = None
         self._writer = CheckpointWriter(
             self._directory,
             checkpoint_name,
@@ -172,7 +174,7 @@ class CheckpointManager:
 
     def _list(self) -> list[tuple[int, str]]:
         found = _storage.list_checkpoints(self._directory, self._checkpoint_name)
-        return [(n, p) for n, p in found if p not in self._corrupt]
+        return [(n, p) for n, p in found if p not in self._unusable]
 
     def _path(self, number: int) -> str:
         return os.path.join(self._directory, f"{self._checkpoint_name}-{number}")
@@ -192,11 +194,12 @@ class CheckpointManager:
         """Checks a checkpoint's files against the sizes and sha256 sums in its meta.json.
 
         Raises:
-            CorruptCheckpointError: meta.json is missing or unreadable, or a file is
-                missing, truncated or altered.
+            CorruptCheckpointError: meta.json is missing, unreadable or malformed, records
+                another step than the directory's name, or a file is missing, truncated
+                or altered.
             CheckpointFormatError: The checkpoint was written in a newer format.
         """
-        _storage.verify(path)
+        selection.verify(path)
 
     def save(
         self,
@@ -246,6 +249,8 @@ class CheckpointManager:
         if rank != 0:
             self._last_saved_number = number
             return None
+        name = f"{self._checkpoint_name}-{number}"
+        selection.refuse_nonfinite(self._checkpoint.items, state, name, lambda: self.latest_checkpoint)
         state = _storage.to_host(state, copy=self._enable_async)
         config = self._config if config is None else config
         if not self._enable_async:
@@ -260,15 +265,15 @@ class CheckpointManager:
     def _save_due(self, number: int, check_interval: bool) -> bool:
         """Applies the save rules to ``number`` (on the writing rank)."""
         path = self._path(number)
-        if os.path.isdir(path) and path in self._corrupt:
-            # Keep the evidence out of the way; hidden names are never listed.
-            aside = f".{os.path.basename(path)}.corrupt-{secrets.token_hex(4)}"
-            os.rename(path, os.path.join(self._directory, aside))
-            self._corrupt.discard(path)
-        if os.path.exists(path):
-            # A checkpoint for this number is already durable: it counts as the last save.
-            self._last_saved_number = max(self._last_saved_number or 0, number)
-            return False
+        if os.path.lexists(path):
+            unusable = path in self._unusable
+            problem = None if unusable else selection.problem(path)
+            if not unusable and problem is None:
+                # A checkpoint for this number is already durable: it counts as the last save.
+                self._last_saved_number = max(self._last_saved_number or 0, number)
+                return False
+            selection.set_aside(self._directory, path, problem)  # Kept for inspection.
+            self._unusable.discard(path)
         if check_interval and self._checkpoint_interval is not None:
             # Aligned intervals: save when `number` reaches the next multiple of the
             # interval after the last save (or restore), e.g. 1000, 2000, ... even when
@@ -308,13 +313,14 @@ class CheckpointManager:
         verify: bool = True,
         strict: bool = True,
     ) -> str | None:
-        """Restores the checkpoint at ``path``, or the newest one that verifies.
+        """Restores the checkpoint at ``path``, or the newest one that is a resume point.
 
-        With no path, a newest checkpoint that fails verification is reported in
-        one warning on the ``torchgarden`` logger and the next older one is tried.
+        With no path, entries named ``<checkpoint_name>-<N>`` are tried newest first; one
+        that is not a resume point (``selection``) is named in one warning and skipped.
+        A ``path`` given explicitly is loaded even with non-finite parameters.
 
         Args:
-            path: A checkpoint directory. Defaults to None (the newest valid one).
+            path: A checkpoint directory. Defaults to None (the newest resume point).
             verify: Check sizes and sha256 sums before loading. Defaults to True.
             strict: Passed to :meth:`Checkpoint.load_state_dict`. Defaults to True.
 
@@ -322,7 +328,8 @@ class CheckpointManager:
             The path restored, or None when the directory has no checkpoint.
 
         Raises:
-            CorruptCheckpointError: ``path`` (or every checkpoint) fails verification.
+            CorruptCheckpointError: ``path`` fails verification, or every checkpoint does
+                (or holds non-finite parameters).
             UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
             CheckpointFormatError: The checkpoint was written by a newer torchgarden.
             CheckpointMismatchError: The file does not fit the checkpoint's items.
@@ -337,31 +344,36 @@ class CheckpointManager:
                     f"no checkpoint at {path!r}; available in {self._directory!r}: "
                     f"{available or 'none'}."
                 )
-            self._load(path, verify=verify, strict=strict)
+            state = selection.read_state(path, self._checkpoint.items, hashes=verify, finite=False)
+            self._apply(path, state, strict=strict)
             return path
-        candidates = self._list()
-        for _, candidate in reversed(candidates):
-            try:
-                self._load(candidate, verify=verify, strict=strict)
-            except CorruptCheckpointError as e:
-                logger.warning("skipping corrupt checkpoint %s: %s", candidate, e)
-                self._corrupt.add(candidate)
-                continue
-            return candidate
-        if candidates:
-            raise CorruptCheckpointError(
-                f"all {len(candidates)} checkpoints in {self._directory!r} failed verification "
-                f"(each is named in a warning); move them aside to start over, or load one "
-                f"anyway with CheckpointManager.restore(path, verify=False)."
-            )
-        return None
+        prepared = self._prepared or self._select(verify)
+        self._prepared = None
+        if prepared is None:
+            return None
+        self._apply(*prepared, strict=strict)
+        return prepared[0]
 
-    def _load(self, path: str, *, verify: bool, strict: bool) -> None:
-        if verify:
-            _storage.verify(path)
-        else:
-            _storage.read_meta(path)
-        state = _storage.load_state(path)
+    def prepare_restore(self, *, verify: bool = True) -> tuple[str, dict[str, Any]] | None:
+        """Finds, verifies and reads (once) what :meth:`restore` with no path loads next.
+
+        Returns ``(path, meta)``, or None when there is no checkpoint, so a caller can
+        check the recorded config first; the next ``restore()`` applies the state read.
+        Raises the errors of :meth:`restore` about files.
+        """
+        self.sync()
+        self._prepared = self._select(verify)
+        if self._prepared is None:
+            return None
+        path = self._prepared[0]
+        return path, _storage.read_meta(path)
+
+    def _select(self, verify: bool) -> tuple[str, dict[str, Any]] | None:
+        items = self._checkpoint.items
+        return selection.select(self._directory, self._checkpoint_name, items, self._unusable,
+                                hashes=verify)
+
+    def _apply(self, path: str, state: dict[str, Any], *, strict: bool) -> None:
         try:
             self._checkpoint.load_state_dict(state, strict=strict)
         except CheckpointMismatchError as e:

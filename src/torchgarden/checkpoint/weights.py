@@ -60,7 +60,8 @@ def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
             ) from e
         except Exception as e:
             raise CorruptCheckpointError(
-                f"init checkpoint {resolved!r} is unreadable with weights_only=True: {e}"
+                f"init checkpoint {resolved!r} is not a readable torch checkpoint ({e}); point "
+                f"task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"
             ) from e
     if isinstance(state, Mapping) and isinstance(state.get(item), Mapping):
         state = state[item]

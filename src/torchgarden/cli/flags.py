@@ -60,24 +60,44 @@ def define_flags(parser: argparse.ArgumentParser, *, mode_default: str | None = 
 
 
 def parse_configuration(
-    flags: argparse.Namespace | Any, *, lock_return: bool = True
+    flags: argparse.Namespace | Any, *, lock_return: bool = True, base_file: str | None = None
 ) -> ExperimentConfig:
     """Builds the validated (and locked) experiment config from parsed ``flags``.
 
     ``flags`` needs ``experiment``, and optionally ``config_file`` (list),
     ``params_override`` (str or list) and ``imports`` (list of modules to import first).
 
+    Args:
+        flags: The parsed flags.
+        lock_return: Lock the returned config. Defaults to True.
+        base_file: A resolved config (a model_dir's ``params.yaml``) applied right after
+            the experiment's defaults; with it, ``--experiment`` may be left out.
+            Defaults to None.
+
     Raises:
         ConfigError / RegistryError: With a one-line message naming the problem.
     """
     from torchgarden import registry
-    from torchgarden.config import ConfigError, load_yaml_file
+    from torchgarden.config import ConfigError, ExperimentConfig, load_yaml_file
 
     for module in getattr(flags, "imports", None) or []:
         registry.import_user_module(module)
-    if not getattr(flags, "experiment", None):
+    if not (getattr(flags, "experiment", None) or base_file):
         raise ConfigError("the flag --experiment must be specified (see `torchgarden list`).")
-    params = registry.get_experiment(flags.experiment)
+    params = (
+        registry.get_experiment(flags.experiment) if getattr(flags, "experiment", None)
+        else ExperimentConfig()
+    )
+    if base_file is not None:
+        try:
+            base = load_yaml_file(base_file)
+            if getattr(flags, "experiment", None):
+                params.override(base)
+            else:
+                params = ExperimentConfig.from_dict(base)
+        except ConfigError as e:
+            message = str(e) if base_file in str(e) else f"{base_file}: {e}"
+            raise type(e)(message, key=e.key) from None
     for path in getattr(flags, "config_file", None) or []:
         params.override(load_yaml_file(path))
     overrides = getattr(flags, "params_override", None) or []

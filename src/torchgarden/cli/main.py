@@ -6,23 +6,32 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
+from torchgarden.cli import export as export_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
 from torchgarden.modes import check_mode
 
-__all__ = ["main", "build_parser", "EXIT_USAGE", "EXIT_PREEMPTED"]
+__all__ = ["main", "build_parser", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_PREEMPTED"]
 
-#: Exit status for bad input (config, flags, data, checkpoints): nothing was trained.
+#: Exit status for bad input (config, flags, data, checkpoints, a model_dir in use).
 EXIT_USAGE = 2
+#: Exit status when training diverged beyond recovery (loss NaN or above the bound).
+EXIT_DIVERGED = 3
 #: Exit status after a preemption checkpoint, so a scheduler can requeue the job.
 EXIT_PREEMPTED = 143
+#: The modes each subcommand runs.
+TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval", "continuous_train_and_eval")
+EVAL_MODES = ("eval", "continuous_eval")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="print the resolved config as YAML.")
     define_flags(config)
     config.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+    export_cli.add_parsers(sub)
     return parser
+
+
+_THREAD_EXCEPTHOOK = threading.excepthook
 
 
 class _UsageError(Exception):
@@ -61,17 +74,28 @@ def _fail(message: str) -> int:
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
+    """Bad input and a bad environment: one line, exit 2."""
     from torchgarden.config import ConfigError
     from torchgarden.registry import RegistryError
 
     errors: list[type[BaseException]] = [
-        ConfigError, RegistryError, ValueError, KeyError, FileNotFoundError, PermissionError,
-        NotADirectoryError, IsADirectoryError, TypeError, ImportError, _UsageError,
+        ConfigError, RegistryError, ValueError, KeyError, OSError, TypeError, ImportError,
+        _UsageError,
     ]
-    if "torchgarden.checkpoint" in sys.modules:
-        from torchgarden.checkpoint import CheckpointError
+    for module, name in (("torchgarden.checkpoint", "CheckpointError"),
+                         ("torchgarden.train_lib.run_lock", "ModelDirLockedError")):
+        if module in sys.modules:
+            errors.append(getattr(sys.modules[module], name))
+    return tuple(errors)
 
-        errors.append(CheckpointError)
+
+def _diverged_errors() -> tuple[type[BaseException], ...]:
+    """Training diverged beyond recovery: one line, exit 3."""
+    errors: list[type[BaseException]] = [_NeverRaised]
+    for module, name in (("torchgarden.callbacks.actions", "TrainingDivergedError"),
+                         ("torchgarden.checkpoint.errors", "NonFiniteCheckpointError")):
+        if module in sys.modules:
+            errors.append(getattr(sys.modules[module], name))
     return tuple(errors)
 
 
@@ -86,7 +110,12 @@ class _NeverRaised(Exception):
 
 
 def _message(error: BaseException) -> str:
-    text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    if isinstance(error, OSError) and error.strerror and error.filename:
+        text = f"{error.filename}: {error.strerror}"
+    elif isinstance(error, KeyError) and error.args:
+        text = str(error.args[0])
+    else:
+        text = str(error)
     return " ".join(text.split()) or type(error).__name__
 
 
@@ -106,53 +135,49 @@ def _command_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_model_dir(model_dir: str | None) -> str:
-    if not model_dir:
-        raise _UsageError("--model_dir is required: the directory for checkpoints and summaries.")
-    if os.path.exists(model_dir) and not os.path.isdir(model_dir):
-        raise _UsageError(f"--model_dir {model_dir} exists and is not a directory.")
-    parent = os.path.dirname(os.path.abspath(model_dir))
-    probe = model_dir if os.path.isdir(model_dir) else parent
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe):
+def _check_subcommand_mode(args: argparse.Namespace) -> None:
+    check_mode(args.mode, flag="--mode")
+    allowed = TRAIN_MODES if args.command == "train" else EVAL_MODES
+    if args.mode not in allowed:
+        other = "eval" if args.command == "train" else "train"
         raise _UsageError(
-            f"--model_dir {model_dir} cannot be created: {probe} is a file, not a directory; "
-            "choose a path under a directory."
+            f"`torchgarden {args.command}` runs --mode {' or '.join(allowed)}; --mode "
+            f"{args.mode} is a mode of `torchgarden {other}`."
         )
-    if not os.access(probe, os.W_OK):
-        raise _UsageError(f"--model_dir {model_dir} is not writable (check permissions of {probe}).")
-    return model_dir
-
-
-def _remove_if_new_and_untrained(model_dir: str, existed: bool) -> None:
-    """Removes a model_dir this run created, unless it already holds a checkpoint."""
-    if existed or not os.path.isdir(model_dir):
-        return
-    if not any(name.startswith("ckpt-") for name in os.listdir(model_dir)):
-        shutil.rmtree(model_dir, ignore_errors=True)
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    check_mode(args.mode, flag="--mode")
-    model_dir = _check_model_dir(args.model_dir)
-    params = parse_configuration(args)
-    existed = os.path.isdir(model_dir)
+    _check_subcommand_mode(args)
+    training = args.command == "train"
+    params = _configuration(args, training=training)
 
     from torchgarden import registry
     from torchgarden.loop.logs import to_host
     from torchgarden.runtime import setup_runtime, teardown_runtime
     from torchgarden.train_lib import run_experiment
+    from torchgarden.train_lib.model_dir import EVAL_SUBDIR, check_model_dir
+    from torchgarden.train_lib.run_lock import run_lock
 
+    model_dir = check_model_dir(args.model_dir, params, training=training)
     runtime = setup_runtime(params.runtime)
     try:
-        task = registry.get_task(params.task, logging_dir=model_dir)
-        _, eval_logs = run_experiment(
-            task=task, mode=args.mode, params=params, model_dir=model_dir, runtime=runtime
-        )
-    except _input_errors():
-        _remove_if_new_and_untrained(model_dir, existed)
-        raise
+        with contextlib.ExitStack() as stack:
+            lock = (  # One writer per model_dir, from before its first write to the end.
+                stack.enter_context(run_lock(model_dir, role="train"))
+                if training and runtime.is_chief else None
+            )
+            try:
+                task = registry.get_task(params.task, logging_dir=model_dir)
+                _, eval_logs = run_experiment(
+                    task=task, mode=args.mode, params=params, model_dir=model_dir,
+                    runtime=runtime,
+                )
+            except (*_input_errors(), KeyboardInterrupt) as error:
+                if lock is not None and not _new_checkpoints(model_dir, lock.preexisting):
+                    lock.remove_created(keep=(EVAL_SUBDIR,))  # Only what this run created.
+                if isinstance(error, OSError) and not error.filename:
+                    raise _UsageError(_write_failure(error, model_dir)) from error
+                raise
     finally:
         teardown_runtime(runtime)
     if runtime.is_chief:
@@ -165,10 +190,55 @@ def _command_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configuration(args: argparse.Namespace, *, training: bool) -> Any:
+    """The flags' config; an evaluation starts from the config that trained ``--model_dir``."""
+    saved = os.path.join(args.model_dir or "", "params.yaml")
+    if training or not args.model_dir or not os.path.isfile(saved):
+        return parse_configuration(args)
+    params = parse_configuration(args, base_file=saved)
+    print(f"torchgarden: config read from {saved} (then --config_file, --params_override).",
+          flush=True)
+    return params
+
+
+def _new_checkpoints(model_dir: str, preexisting: frozenset[str]) -> bool:
+    try:
+        return any(n.startswith("ckpt-") and n not in preexisting for n in os.listdir(model_dir))
+    except OSError:
+        return False
+
+
+def _write_failure(error: OSError, model_dir: str) -> str:
+    """An OSError that names no file (a background writer's): say where and what is left."""
+    try:
+        free = f" ({shutil.disk_usage(model_dir).free / 2**20:.1f} MiB free there)"
+    except OSError:
+        free = ""
+    kept = sorted((n for n in os.listdir(model_dir) if n.startswith("ckpt-")),
+                  key=lambda n: int(n.partition("-")[2]) if n.partition("-")[2].isdigit() else -1,
+                  ) if os.path.isdir(model_dir) else []
+    resume = f"it resumes from {kept[-1]}" if kept else "it starts over"
+    return (f"writing to {model_dir} failed: {error.strerror or error}{free}; what was there is "
+            f"intact: fix it, then rerun ({resume}).")
+
+
+def _quiet_writer_threads(verbose: bool) -> None:
+    """TensorBoard's writer thread dies on a full disk with a traceback, then hands the same
+    error to the main thread, which reports it in one line: print the thread's only with
+    ``--verbose``."""
+    def hook(info: Any) -> None:
+        writer = type(info.thread).__name__ == "_AsyncWriterThread"
+        if verbose or not (writer and isinstance(info.exc_value, OSError)):
+            _THREAD_EXCEPTHOOK(info)
+
+    threading.excepthook = hook
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _quiet_writer_threads(args.verbose)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -177,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     handlers = {"list": _command_list, "config": _command_config,
-                "train": _command_run, "eval": _command_run}
+                "train": _command_run, "eval": _command_run, **export_cli.COMMANDS}
     try:
         return handlers[args.command](args)
     except _preempted() as preempted:
@@ -188,6 +258,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("torchgarden: interrupted.", file=sys.stderr)
         return 128 + signal.SIGINT
     except Exception as error:  # Bad input is one line and exit 2; the rest is a bug.
+        if isinstance(error, _diverged_errors()):
+            if args.verbose:
+                traceback.print_exc()
+            print(f"torchgarden: training diverged: {_message(error)}", file=sys.stderr)
+            return EXIT_DIVERGED
         if isinstance(error, _input_errors()):
             if args.verbose:
                 traceback.print_exc()

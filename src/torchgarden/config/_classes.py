@@ -11,10 +11,13 @@ module themselves.
 
 from __future__ import annotations
 
+import reprlib
+import sys
+from pathlib import Path
 from typing import Any
 
 from torchgarden.config import _plugins
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
 
 TYPE_KEY = "_type"
 """Reserved mapping key naming the Config class of that mapping."""
@@ -24,8 +27,26 @@ _ROOT: list[type] = []
 
 
 def key_of(cls: type) -> str:
-    """Returns the registry name of a config class: `module.QualName`."""
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """Returns the registry name of a config class: `module.QualName`.
+
+    A class defined in the script Python runs (`__main__`) is named after that script's
+    importable name: `python my_project.py` writes `my_project.MyTaskConfig`, the name
+    `torchgarden train --import my_project.py` gives the same class, so a run started
+    from the script resumes under the command line and the other way round.
+    """
+    return f"{_module_name(cls.__module__)}.{cls.__qualname__}"
+
+
+def _module_name(module: str) -> str:
+    if module != "__main__":
+        return module
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and not spec.name.endswith("__main__"):
+        return spec.name  # python -m pkg.module
+    path = getattr(main, "__file__", None)
+    stem = Path(path).stem if path else ""
+    return stem if stem.isidentifier() else module
 
 
 def register(cls: type) -> None:
@@ -65,12 +86,12 @@ def lookup(name: Any, *, path: str) -> type:
         ConfigError: If `name` is not a string or no such class was imported.
     """
     if not isinstance(name, str):
-        raise ConfigError(
-            f"{path} expects a class name 'module.Class', received {name!r} "
+        raise ConfigTypeError(
+            f"{path} expects a class name 'module.Class', received {reprlib.repr(name)} "
             f"({type(name).__name__})",
             key=path,
         )
-    cls = _REGISTRY.get(name) or _import_definition(name)
+    cls = _REGISTRY.get(name) or _import_definition(name) or _main_script_class(name)
     if cls is None:
         module = name.rpartition(".")[0] or name
         raise ConfigError(
@@ -80,6 +101,15 @@ def lookup(name: Any, *, path: str) -> type:
             key=path,
         )
     return cls
+
+
+def _main_script_class(name: str) -> type | None:
+    """`__main__.X` (written before scripts were named by their file) -> the one imported X."""
+    if not name.startswith("__main__."):
+        return None
+    suffix = "." + name.partition(".")[2]
+    found = [cls for key, cls in _REGISTRY.items() if key.endswith(suffix)]
+    return found[0] if len(found) == 1 else None
 
 
 def _import_definition(name: str) -> type | None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchgarden.config._types import show
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError, ConfigKeyError, ConfigTypeError, did_you_mean
 
 __all__ = ["join_key", "nest_dotted", "unknown_key_error"]
 
@@ -16,13 +16,15 @@ def join_key(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-def unknown_key_error(key: str, names: tuple[str, ...], prefix: str, cls: type) -> ConfigError:
+def unknown_key_error(
+    key: str, names: tuple[str, ...], prefix: str, cls: type
+) -> ConfigKeyError:
     """Returns the error for `key` under `prefix`: the closest valid key, or all of them."""
     path = join_key(prefix, key)
     hint = did_you_mean(key, names, prefix=prefix + "." if prefix else "")
     if not hint:
         hint = f"; valid keys of {prefix or cls.__name__}: {', '.join(names)}"
-    return ConfigError(f"unknown key {path!r}{hint}", key=path)
+    return ConfigKeyError(f"unknown key {path!r}{hint}", key=path)
 
 
 def nest_dotted(data: Mapping[str, Any], fields: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -30,7 +32,7 @@ def nest_dotted(data: Mapping[str, Any], fields: Mapping[str, Any], prefix: str)
     result: dict[str, Any] = {}
     for key, value in data.items():
         if not isinstance(key, str):
-            raise ConfigError(
+            raise ConfigTypeError(
                 f"keys must be strings, received {show(key)} under {prefix or 'the top level'}"
             )
         head, dot, rest = key.partition(".")

@@ -19,9 +19,18 @@ from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from torchgarden.config import _classes
 from torchgarden.config._classes import TYPE_KEY
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config._text import format_type, show
+from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
 
-__all__ = ["FieldSpec", "coerce", "config_classes_in", "element_type", "field_spec", "format_type"]
+__all__ = [
+    "FieldSpec",
+    "coerce",
+    "config_classes_in",
+    "element_type",
+    "field_spec",
+    "format_type",
+    "show",
+]
 
 NoneType = type(None)
 _UNIONS = (Union, types.UnionType)
@@ -98,41 +107,10 @@ def _resolve_one(cls: type, name: str) -> Any:
     return Any
 
 
-def format_type(tp: Any) -> str:
-    """Returns an annotation as a user would write it: `int`, `float | None`, `list[int]`."""
-    if tp is Any:
-        return "Any"
-    if tp is NoneType or tp is None:
-        return "None"
-    origin = get_origin(tp)
-    args = get_args(tp)
-    if origin in _UNIONS:
-        parts = [format_type(arg) for arg in args if arg is not NoneType]
-        return " | ".join(parts + (["None"] if NoneType in args else []))
-    if origin is Literal:
-        return f"one of {', '.join(repr(arg) for arg in args)}"
-    if origin is not None:
-        name = getattr(origin, "__name__", str(origin))
-        if not args:
-            return name
-        return f"{name}[{', '.join('...' if a is Ellipsis else format_type(a) for a in args)}]"
-    if isinstance(tp, type):
-        return tp.__name__
-    return str(tp).replace("typing.", "")
-
-
-def show(value: Any) -> str:
-    """Returns `repr(value) (type)` for error messages, shortened to one line."""
-    if _classes.is_config_class(type(value)):
-        return f"a {type(value).__name__}"
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
-
-
 def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
-    return ConfigError(f"{path} expects {format_type(tp)}, received {show(value)}{hint}", key=path)
+    return ConfigTypeError(
+        f"{path} expects {format_type(tp)}, received {show(value)}{hint}", key=path
+    )
 
 
 def config_classes_in(tp: Any) -> tuple[type, ...]:
@@ -152,7 +130,7 @@ def element_type(tp: Any, index: int | str | None = None) -> Any:
         if origin is list and args:
             return args[0]
         if origin is tuple and args:
-            if len(args) == 2 and args[1] is Ellipsis:
+            if _is_variadic_tuple(args):
                 return args[0]
             return args[index] if isinstance(index, int) and index < len(args) else Any
         if origin is dict and len(args) == 2:
@@ -328,7 +306,7 @@ def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool)
         raise _mismatch(value, tp, path, hint)
     args = get_args(tp)
     container = tuple if tp is tuple or get_origin(tp) is tuple else list
-    if container is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+    if container is tuple and args and not _is_variadic_tuple(args):
         if len(value) != len(args):
             raise _mismatch(value, tp, path, f"; expected {len(args)} items, got {len(value)}")
         return tuple(coerce(v, a, path=f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
@@ -344,6 +322,12 @@ def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool)
         )
         for i, item in enumerate(value)
     )
+
+
+def _is_variadic_tuple(args: tuple[Any, ...]) -> bool:
+    """`tuple[X, ...]`, and `tuple[X]`, which Model Garden configs use for "a tuple of X"
+    (`z: Tuple[str] = ('a',)` takes `['a', 'b', 'c']` there too)."""
+    return len(args) == 1 or (len(args) == 2 and args[1] is Ellipsis)
 
 
 def _coerce_mapping(value: Any, tp: Any, path: str, current: Any, strict: bool) -> dict:
@@ -380,8 +364,11 @@ def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
             result[key] = _coerce_any(item, f"{path}.{key}", result.get(key), strict)
         return result
     if isinstance(value, list | tuple):
-        return [_coerce_any(item, f"{path}[{i}]", None, strict) for i, item in enumerate(value)]
-    raise ConfigError(
+        # A tuple stays a tuple, as in Model Garden (YAML has no tuples: a file gives a list).
+        return type(value)(
+            _coerce_any(item, f"{path}[{i}]", None, strict) for i, item in enumerate(value)
+        )
+    raise ConfigTypeError(
         f"{path} expects a YAML value (None, bool, int, float, str, list or mapping), "
         f"received {show(value)}",
         key=path,

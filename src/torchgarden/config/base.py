@@ -21,15 +21,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from torchgarden.config import _classes
 from torchgarden.config._classes import TYPE_KEY, key_of
 from torchgarden.config._keys import join_key, nest_dotted, unknown_key_error
-from torchgarden.config._types import (
-    build,
-    coerce,
-    config_classes_in,
-    element_type,
-    field_spec,
-    show,
-)
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config._types import build, coerce, field_spec, show
+from torchgarden.config._values import configs_in, export, validate_value
+from torchgarden.config.errors import ConfigError, ConfigKeyError, ConfigTypeError, did_you_mean
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
 from torchgarden.config.restrictions import check_restriction
 from torchgarden.utils.files import atomic_write_text
@@ -81,7 +75,7 @@ class Config:
             return
         spec = field_spec(type(self))
         if name not in spec.types:
-            raise ConfigError(
+            raise ConfigKeyError(
                 f"{type(self).__name__} has no field {name!r}"
                 f"{did_you_mean(name, spec.names) or '; fields: ' + ', '.join(spec.names)}",
                 key=name,
@@ -93,6 +87,28 @@ class Config:
             )
         path = f"{type(self).__name__}.{name}"
         object.__setattr__(self, name, self._convert(name, value, path=path, current=None))
+
+    def __delattr__(self, name: str) -> None:
+        if name.startswith("_"):
+            object.__delattr__(self, name)
+            return
+        if self.__dict__.get("_locked", False):
+            raise ConfigError(
+                f"{type(self).__name__} is locked; cannot delete {name!r}. "
+                "Use .replace(...) to get an unlocked modified copy"
+            )
+        spec = field_spec(type(self))
+        if name not in spec.types:
+            raise ConfigKeyError(
+                f"{type(self).__name__} has no field {name!r}{did_you_mean(name, spec.names)}",
+                key=name,
+            )
+        # Model Garden's ParamsDict deletes the key; a typed config keeps every field.
+        raise ConfigKeyError(
+            f"cannot delete {type(self).__name__}.{name}: a config's fields are fixed by its "
+            f"class; assign a value instead (cfg.{name} = ...)",
+            key=name,
+        )
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when normal lookup fails.
@@ -149,7 +165,7 @@ class Config:
         elif isinstance(overrides, Mapping):
             data = overrides
         else:
-            raise ConfigError(
+            raise ConfigTypeError(
                 f"override expects a mapping, a string or a Config, received {show(overrides)}"
             )
         trial = copy.deepcopy(self)  # dry run first so a bad override changes nothing
@@ -167,6 +183,12 @@ class Config:
         spec = field_spec(type(self))
         data = nest_dotted(data, spec.types, prefix)
         type_name = data.pop(TYPE_KEY, None)
+        if type_name is not None and not isinstance(type_name, str):
+            raise ConfigTypeError(
+                f"{join_key(prefix, TYPE_KEY)} expects a class name 'module.Class', received "
+                f"{show(type_name)}",
+                key=join_key(prefix, TYPE_KEY),
+            )
         if type_name is not None and type_name != key_of(type(self)):
             raise ConfigError(
                 f"{join_key(prefix, TYPE_KEY)}: cannot turn a {type(self).__name__} into "
@@ -213,7 +235,7 @@ class Config:
 
     def _children(self) -> Iterator[Config]:
         for name in field_spec(type(self)).names:
-            yield from _configs_in(getattr(self, name))
+            yield from configs_in(getattr(self, name))
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> Self:
@@ -231,7 +253,7 @@ class Config:
         object.__setattr__(self, "_path_prefix", prefix)
         self.check()
         for name in field_spec(type(self)).names:
-            _validate_value(getattr(self, name), join_key(prefix, name))
+            validate_value(getattr(self, name), join_key(prefix, name))
 
     def check(self) -> None:
         """Hook: raise `ConfigError` for invalid values. The default accepts all.
@@ -245,7 +267,7 @@ class Config:
 
     # ------------------------------------------------------------------- export
     def as_dict(self, *, include_type: bool = True) -> dict[str, Any]:
-        """Returns a deep, plain-`dict` copy in field order (lists stay lists).
+        """Returns a deep, plain-`dict` copy in field order (lists stay lists, tuples tuples).
 
         Args:
             include_type: Whether to write `_type: module.Class` into the mapping
@@ -254,7 +276,7 @@ class Config:
         """
         types = field_spec(type(self)).types
         return {
-            name: _export(getattr(self, name), types[name], include_type)
+            name: export(getattr(self, name), types[name], include_type)
             for name in self._export_names()
         }
 
@@ -280,7 +302,9 @@ class Config:
         A top-level `_type` naming a subclass of `cls` builds that subclass.
         """
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{cls.__name__}.from_dict expects a mapping, received {show(data)}")
+            raise ConfigTypeError(
+                f"{cls.__name__}.from_dict expects a mapping, received {show(data)}"
+            )
         data = dict(data)
         target: type = cls
         if TYPE_KEY in data:
@@ -307,7 +331,7 @@ class Config:
             if isinstance(node, Config):
                 names = field_spec(type(node)).names
                 if part not in names:
-                    raise ConfigError(
+                    raise ConfigKeyError(
                         f"unknown key {join_key(walked, part)!r}"
                         f"{did_you_mean(part, names, prefix=walked + '.' if walked else '')}",
                         key=join_key(walked, part),
@@ -316,7 +340,9 @@ class Config:
             elif isinstance(node, Mapping) and part in node:
                 node = node[part]
             else:
-                raise ConfigError(f"unknown key {join_key(walked, part)!r}", key=join_key(walked, part))
+                raise ConfigKeyError(
+                    f"unknown key {join_key(walked, part)!r}", key=join_key(walked, part)
+                )
             walked = join_key(walked, part)
         return node
 
@@ -332,41 +358,3 @@ class Config:
 
 
 _classes.set_root(Config)
-
-
-def _configs_in(value: Any) -> Iterator[Config]:
-    if isinstance(value, Config):
-        yield value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _configs_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _configs_in(item)
-
-
-def _validate_value(value: Any, path: str) -> None:
-    if isinstance(value, Config):
-        value._validate(path)
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            _validate_value(item, f"{path}[{i}]")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _validate_value(item, f"{path}.{key}")
-
-
-def _export(value: Any, tp: Any, include_type: bool) -> Any:
-    if isinstance(value, Config):
-        data = value.as_dict(include_type=include_type)
-        if include_type and type(value) not in config_classes_in(tp):
-            data = {TYPE_KEY: key_of(type(value)), **data}
-        return data
-    if isinstance(value, list | tuple):
-        return [_export(item, element_type(tp, i), include_type) for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        return {
-            key: _export(item, element_type(tp, key), include_type) for key, item in value.items()
-        }
-    return value
-

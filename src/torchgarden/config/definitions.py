@@ -115,6 +115,16 @@ class TaskConfig(Config):
     allow_image_summary: bool = False
     """Let the task write image summaries. Defaults to False."""
 
+    def check(self) -> None:
+        """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""
+        if self.init_checkpoint_modules and not self.init_checkpoint:
+            key = self.field_path("init_checkpoint_modules")
+            raise ConfigError(
+                f"{key} ({self.init_checkpoint_modules}) restricts what task.init_checkpoint "
+                "restores, but task.init_checkpoint is empty; set it or clear the list",
+                key=key,
+            )
+
 
 @dataclasses.dataclass
 class TrainerConfig(Config):
@@ -169,6 +179,11 @@ class TrainerConfig(Config):
     """Write checkpoints in a background thread. Defaults to False."""
     progress_bar: bool | None = None
     """Show a progress bar; None shows one when stdout is a terminal. Defaults to None."""
+    export_on_best: bool = False
+    """Write an export (safetensors, torch.export, ONNX; docs/export.md) of each new best
+    checkpoint to `<best_checkpoint_export_subdir>/export-<step>/`, in a background
+    process; the newest `max_to_keep` are kept. Needs the best-checkpoint settings.
+    Defaults to False."""
 
     def check(self) -> None:
         """Checks intervals, step counts and the best-checkpoint comparison."""
@@ -194,13 +209,47 @@ class TrainerConfig(Config):
         _require(self, "continuous_eval_timeout", self.continuous_eval_timeout >= 0, ">= 0")
         _require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, ">= 1")
         _choose(self, "best_checkpoint_metric_comp", ("higher", "lower"))
+        for name in ("best_checkpoint_export_subdir", "validation_summary_subdir"):
+            _require(self, name, _inside(getattr(self, name)),
+                     "a path inside model_dir (relative, without '..')")
+        if self.export_on_best and not (
+            self.best_checkpoint_export_subdir and self.best_checkpoint_eval_metric
+        ):
+            key = self.field_path("export_on_best")
+            raise ConfigError(
+                f"{key} exports each new best checkpoint, so it needs "
+                f"{self.field_path('best_checkpoint_export_subdir')} (e.g. best_ckpt) and "
+                f"{self.field_path('best_checkpoint_eval_metric')} (e.g. accuracy) set",
+                key=key,
+            )
+        self._check_preemption_signals()
+
+    def _check_preemption_signals(self) -> None:
+        key = self.field_path("preemption_signals")
         for name in self.preemption_signals:
-            if not isinstance(getattr(signal, _signal_name(name), None), signal.Signals):
-                key = self.field_path("preemption_signals")
+            found = getattr(signal, _signal_name(name), None)
+            if not isinstance(found, signal.Signals):
                 raise ConfigError(
                     f"{key}: unknown signal {name!r}; use names such as SIGTERM, SIGINT, SIGUSR1",
                     key=key,
                 )
+            if found in _UNCATCHABLE:
+                raise ConfigError(
+                    f"{key}: {found.name} cannot be caught by any process, so it can never "
+                    "trigger a checkpoint; use SIGTERM, SIGINT or SIGUSR1",
+                    key=key,
+                )
+
+
+_UNCATCHABLE = frozenset(
+    getattr(signal, name) for name in ("SIGKILL", "SIGSTOP") if hasattr(signal, name)
+)
+
+
+def _inside(subdir: str) -> bool:
+    """Whether a subdirectory name stays inside model_dir."""
+    parts = subdir.replace("\\", "/").split("/")
+    return not subdir.startswith(("/", "~")) and ".." not in parts
 
 
 def _signal_name(name: str) -> str:
@@ -228,6 +277,26 @@ _DTYPE_HINTS = {
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _DEVICE = re.compile(r"^(?:auto|cpu|mps|meta|(?:cuda|xpu|hpu|npu|xla)(?::\d+)?)$")
 _DEVICE_NAMES = ("auto", "cpu", "cuda", "mps", "xpu", "hpu", "npu", "xla")
+#: Names people mean by other words: spelling alone would suggest 'xpu' for 'gpu'.
+_DEVICE_HINTS = {
+    "gpu": "cuda", "gpus": "cuda", "nvidia": "cuda", "cuda_gpu": "cuda", "rocm": "cuda",
+    "hip": "cuda", "tpu": "xla", "metal": "mps", "apple": "mps", "m1": "mps", "m2": "mps",
+    "mac": "mps", "default": "auto", "any": "auto", "host": "cpu",
+}
+
+
+def _device_hint(device: str) -> str:
+    """`; did you mean 'cuda:1'?` for `gpu:1`: meaning first, then spelling."""
+    name, colon, index = device.strip().lower().partition(":")
+    match = re.fullmatch(r"([a-z_]+?)(\d+)", name)
+    if match and not colon:  # cuda0, gpu1
+        name, colon, index = match.group(1), ":", match.group(2)
+    target = _DEVICE_HINTS.get(name) or (name if name in _DEVICE_NAMES else None)
+    if target is None:
+        return did_you_mean(name, _DEVICE_NAMES)
+    if colon and index.isdigit() and target not in ("auto", "cpu", "mps"):
+        target = f"{target}:{index}"
+    return f"; did you mean {target!r}?"
 
 
 @dataclasses.dataclass
@@ -275,7 +344,7 @@ class RuntimeConfig(Config):
             key = self.field_path("device")
             raise ConfigError(
                 f"{key}: {self.device!r} is not a device such as auto, cpu, cuda, cuda:1, mps"
-                f"{did_you_mean(self.device.partition(':')[0], _DEVICE_NAMES)}",
+                f"{_device_hint(self.device)}",
                 key=key,
             )
         _choose(self, "mixed_precision_dtype", _DTYPES, _DTYPE_HINTS)
@@ -288,6 +357,8 @@ class RuntimeConfig(Config):
         _choose(self, "matmul_precision", ("highest", "high", "medium"))
         if self.num_threads is not None:
             _require(self, "num_threads", self.num_threads >= 1, ">= 1 or None")
+        if self.seed is not None:
+            _require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
 
 
 @dataclasses.dataclass

@@ -1,4 +1,12 @@
-"""The error type of the config package and its did-you-mean helper (see `utils.suggest`)."""
+"""The error types of the config package and its did-you-mean helper (see `utils.suggest`).
+
+Every config error is a `ConfigError` (a `ValueError`, as Model Garden raises for a
+locked config). Two kinds also subclass the exception Model Garden raises for them, so
+ported `except KeyError:` / `except TypeError:` code still catches them:
+
+* `ConfigKeyError` (also a `KeyError`): an unknown or reserved key;
+* `ConfigTypeError` (also a `TypeError`): a value of the wrong type.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,7 @@ from collections.abc import Iterable
 from torchgarden.utils import suggest
 from torchgarden.utils.suggest import closest
 
-__all__ = ["ConfigError", "closest", "did_you_mean"]
+__all__ = ["ConfigError", "ConfigKeyError", "ConfigTypeError", "closest", "did_you_mean"]
 
 _NEWLINES = re.compile(r"\s*\n\s*")
 
@@ -27,6 +35,18 @@ class ConfigError(ValueError):
     def __init__(self, message: str, *, key: str | None = None) -> None:
         super().__init__(_NEWLINES.sub(" ", str(message)))
         self.key = key
+
+    def __str__(self) -> str:
+        # KeyError's __str__ would quote the message; every ConfigError reads the same.
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigKeyError(ConfigError, KeyError):
+    """An unknown or reserved config key (Model Garden raises `KeyError` here)."""
+
+
+class ConfigTypeError(ConfigError, TypeError):
+    """A config value of the wrong type (Model Garden raises `TypeError` here)."""
 
 
 def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "") -> str:

@@ -64,9 +64,32 @@ def dump_yaml(data: Any) -> str:
     )
 
 
+#: Bounds on what a config YAML may hold, checked before anything is constructed: a file
+#: of aliases (`a: &a [x, x]`, `b: &b [*a, *a]`, ...) doubles at each line, and nesting
+#: deeper than a few hundred levels crashes the C parser.
+MAX_YAML_BYTES = 8 << 20
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 200_000
+
+
 def _load_text(text: str, *, source: str) -> Any:
+    """Parses YAML text after checking its size, depth, aliases and duplicate keys."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(
+            f"{source} holds {len(text)} characters; a config is at most {MAX_YAML_BYTES} "
+            "(is it a data file?)"
+        )
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a safe loader
+        _check_depth(text, source)
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_node(node, source)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -74,6 +97,71 @@ def _load_text(text: str, *, source: str) -> Any:
         raise ConfigError(f"malformed YAML in {source}{where}: {problem}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"malformed YAML in {source}: {error}") from None
+
+
+def _check_depth(text: str, source: str) -> None:
+    """Walks the parser's events (no nodes yet) and stops at the first level too deep."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else "?"
+                raise ConfigError(
+                    f"{source} nests deeper than {MAX_YAML_DEPTH} levels (at line {line}); "
+                    "a config is a few levels deep"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _check_node(root: yaml.Node, source: str) -> None:
+    """Counts the nodes the document expands to (aliases included, each node once per
+    use) without expanding it, and refuses duplicate mapping keys and recursive aliases."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node, source)
+        if children_done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[id(node)] > MAX_YAML_NODES:
+                raise ConfigError(
+                    f"{source} expands to more than {MAX_YAML_NODES} values through its "
+                    f"aliases (*name) (line {node.start_mark.line + 1}); a config is far smaller"
+                )
+            continue
+        if id(node) in open_nodes:
+            raise ConfigError(
+                f"{source}: an alias refers to a value that contains it (line "
+                f"{node.start_mark.line + 1}); a config cannot be recursive"
+            )
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+
+
+def _children(node: yaml.Node, source: str) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    seen: dict[Any, int] = {}
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+            line = key.start_mark.line + 1
+            if key.value in seen:
+                raise ConfigError(
+                    f"{source}: key {key.value!r} appears twice in one mapping (lines "
+                    f"{seen[key.value]} and {line}); YAML would silently keep the last; "
+                    "remove one"
+                )
+            seen[key.value] = line
+    return [child for pair in node.value for child in pair]
 
 
 def load_yaml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -84,12 +172,22 @@ def load_yaml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             line and column), or does not hold a mapping.
     """
     try:
+        if os.path.getsize(path) > MAX_YAML_BYTES:
+            raise ConfigError(
+                f"config file '{os.fspath(path)}' is {os.path.getsize(path)} bytes; a config "
+                f"is at most {MAX_YAML_BYTES} (is it a data file?)"
+            )
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file '{os.fspath(path)}' does not exist") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"config file '{os.fspath(path)}' is not UTF-8 text (byte {error.object[error.start]:#04x} "
+            f"at offset {error.start}); is it the right file?"
+        ) from None
     except OSError as error:
         raise ConfigError(
-            f"cannot read config file '{os.fspath(path)}': {error.strerror}"
+            f"cannot read config file '{os.fspath(path)}': {error.strerror or error}"
         ) from None
     data = _load_text(text, source=f"'{os.fspath(path)}'")
     if data is None:
@@ -120,6 +218,13 @@ def parse_override(text: str) -> dict[str, Any]:
     stripped = text.strip()
     if not stripped:
         return {}
+    try:
+        stripped.encode("utf-8")
+    except UnicodeEncodeError as error:  # Undecodable bytes from the command line.
+        raise ConfigError(
+            f"override {stripped[:20].encode('utf-8', 'replace')!r}...: byte {error.start} is "
+            "not UTF-8 text; check the shell's encoding"
+        ) from None
     pairs = _parse_pairs(stripped)
     if pairs is not None:
         return pairs

@@ -31,6 +31,7 @@ from torch import nn
 
 from torchgarden import optim
 from torchgarden.checkpoint import load_model_weights
+from torchgarden.core.serving import InferenceStepModule, Serving
 from torchgarden.layers import model_losses
 from torchgarden.utils.logs import Logs
 
@@ -234,6 +235,28 @@ class Task:
     def inference_step(self, inputs: Any, model: nn.Module) -> Any:
         """Runs the model for inference (the Trainer has put it in ``eval()`` mode)."""
         return model(inputs)
+
+    def build_serving_module(self, model: nn.Module) -> Serving:
+        """What an export of ``model`` computes (Model Garden's ``ExportModule``).
+
+        Override it to put pre-processing (uint8 images -> normalized floats) and
+        post-processing (softmax + top-k, NMS, argmax masks) inside the exported
+        program. The default serves :meth:`inference_step` on the first two examples of
+        ``task_config.validation_data`` (built with :meth:`build_inputs`).
+
+        Args:
+            model: The trained model (the exporter puts it in ``eval()`` mode).
+
+        Returns:
+            A ``torchgarden.core.serving.Serving``: the module and example inputs.
+        """
+        batch = next(iter(self.build_inputs(self.task_config.validation_data)))
+        features, _ = self.split_inputs(batch)
+        features = features if isinstance(features, (tuple, list)) else (features,)
+        example = tuple(x[:2] for x in features)
+        names = ("inputs",) if len(example) == 1 else tuple(f"inputs_{i}" for i in range(len(example)))
+        return Serving(module=InferenceStepModule(self, model), example_inputs=example,
+                       input_names=names)
 
     def process_metrics(
         self, metrics: Sequence[Any], labels: Any, model_outputs: Any, **kwargs: Any

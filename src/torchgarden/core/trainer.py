@@ -37,7 +37,7 @@ from torch import nn
 from torchgarden import distribute
 from torchgarden.checkpoint import BestCheckpointExporter
 from torchgarden.core.evaluator import Evaluator, collect_logs, on_device
-from torchgarden.core.state import LossMean, RngState, TrainWindow
+from torchgarden.core.state import LossMean, TrainWindow
 from torchgarden.core.task import Task
 from torchgarden.data import DataIterator
 from torchgarden.metrics import as_metric
@@ -118,7 +118,9 @@ class Trainer(Evaluator):
         self._lr_varies = lr_schedule is not None and not getattr(lr_schedule, "is_constant", False)
         if optimizer is not None and lr_schedule is not None:
             set_learning_rate(optimizer, lr_schedule(0))
-        self._check_loss = check_loss
+        #: ``(global_step, loss) -> bool`` checked after every step, or None; settable
+        #: between loops (blow-up recovery turns it on while it replays a loop).
+        self.check_loss = check_loss
         self._train_loss = LossMean("training_loss", self._runtime.device)
         self._train_metrics = [on_device(as_metric(m), self._runtime.device) for m in train_metrics]
         self._train_dataset = train_data
@@ -132,17 +134,14 @@ class Trainer(Evaluator):
         self._window_open = False  # Preempted mid-loop: the resumed run finishes the window.
 
     def checkpoint_items(self) -> dict[str, Any]:
-        """The built-in checkpoint items: model, step, optimizer, EMA, data position,
-        the open averaging window and RNG states."""
-        items: dict[str, Any] = {"model": self._raw_model, "global_step": self._global_step}
+        """The Evaluator's items (model, step, EMA, RNGs) plus the optimizer, the data
+        position and the open averaging window."""
+        items = super().checkpoint_items()
         if self._optimizer is not None:
             items["optimizer"] = self._optimizer
-        if self._ema is not None:
-            items["ema"] = self._ema
         if self._train_iterator is not None:
             items["train_iterator"] = self._train_iterator
             items["train_window"] = TrainWindow(self._train_loss, self._train_metrics)
-        items["rng"] = RngState()
         return items
 
     @property
@@ -187,7 +186,7 @@ class Trainer(Evaluator):
         # torchrun ranks must stop together, so preemption is agreed on by the
         # Controller at loop boundaries instead of here.
         preemption = self.preemption if not self._runtime.is_distributed else None
-        check_loss = self._check_loss
+        check_loss = self.check_loss
         self.stopped_early = False
         for _ in range(num_steps):
             train_step(iterator)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import zipfile
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from torchgarden.data.image_folder import ImageFolderDataset
+from torchgarden.data.validation import read_npz_array
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = [
@@ -128,6 +130,10 @@ def load_npz_arrays(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Loads a features/labels pair from a NumPy `.npz` archive.
 
+    Nothing is unpickled; each array's declared size is checked before it is decoded
+    (see `data.validation.read_npz_array`), so a truncated, compressed-bomb or
+    object-holding archive is refused with one line naming the file.
+
     Args:
         path: The `.npz` file.
         x_key: Array name of the features. Defaults to `"x"`.
@@ -139,19 +145,30 @@ def load_npz_arrays(
     Raises:
         FileNotFoundError: If `path` does not exist.
         KeyError: If a key is missing (the message lists the available keys).
+        ValueError: If the file is no readable `.npz` archive, or an array is too large,
+            truncated or holds Python objects.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"npz file not found: {os.fspath(path)!r}.")
-    with np.load(path, allow_pickle=False) as archive:
+    where = os.fspath(path)
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(
+            f"{where!r} is not a readable .npz archive (truncated, or another kind of file: "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}); torchgarden reads "
+            "numeric arrays saved with numpy.savez."
+        ) from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"{where!r} holds one .npy array, not an .npz archive of x and y.")
+    with archive:
         available = sorted(archive.files)
         arrays = []
         for name, key in (("x_key", x_key), ("y_key", y_key)):
             if key not in archive.files:
                 hint = did_you_mean(key, available, style="clause") or "."
-                raise KeyError(
-                    f"{name}={key!r} not in {os.fspath(path)!r}; available keys: {available}{hint}"
-                )
-            arrays.append(torch.from_numpy(np.ascontiguousarray(archive[key])))
+                raise KeyError(f"{name}={key!r} not in {where!r}; available keys: {available}{hint}")
+            arrays.append(torch.from_numpy(read_npz_array(archive, key, where)))
     return arrays[0], arrays[1]
 
 

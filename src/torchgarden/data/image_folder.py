@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -103,14 +105,25 @@ class ImageFolderDataset(Dataset):
                 "ImageFolderDataset needs Pillow; install it with pip install 'torchgarden[vision]'."
             ) from err
         try:
-            with Image.open(path) as image:
+            with warnings.catch_warnings():  # _check_pixels says it in one line instead.
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                image_file = Image.open(path)
+            with image_file as image:
+                _check_pixels(image, path, Image.MAX_IMAGE_PIXELS)
                 image = image.convert("L" if self.grayscale else "RGB")
                 if self.image_size is not None:
                     height, width = self.image_size
                     image = image.resize((width, height), Image.Resampling.BILINEAR)
                 array = np.asarray(image, dtype=np.uint8)
+        except _TooManyPixels:
+            raise
+        except Image.DecompressionBombError as err:  # Pillow's own limit, at twice its bound.
+            raise _TooManyPixels(
+                f"image {str(path)!r} declares more pixels than are decoded safely ({err}); "
+                "resize it or drop it from the folder"
+            ) from None
         except (OSError, ValueError) as err:
-            raise ValueError(f"cannot decode image {str(path)!r}: {err}") from err
+            raise ValueError(f"cannot decode image {str(path)!r}: {err}") from None
         if array.ndim == 2:
             array = array[:, :, None]
         return torch.from_numpy(array.transpose(2, 0, 1).copy()).float().div_(255.0)
@@ -150,3 +163,19 @@ class ImageFolderDataset(Dataset):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.extra_repr()})"
+
+
+class _TooManyPixels(ValueError):
+    """An image header declares more pixels than are decoded safely."""
+
+
+def _check_pixels(image: Any, path: Path, limit: int | None) -> None:
+    """Refuses an image whose header declares more pixels than Pillow decodes safely
+    (a few bytes of PNG can declare gigabytes: a decompression bomb), before decoding."""
+    width, height = image.size
+    limit = limit or 89_478_485  # Pillow's default MAX_IMAGE_PIXELS.
+    if width * height > limit:
+        raise _TooManyPixels(
+            f"image {str(path)!r} declares {width}x{height} pixels, more than the {limit} "
+            "decoded safely (a decompression bomb?); resize it or drop it from the folder"
+        )

@@ -54,6 +54,7 @@ class DataIterator:
         self._batches_in_epoch = 0
         self._iterator: Iterator[Any] | None = None
         self._exhausted = False
+        self._skipped: set[tuple[int, int]] = set()
 
     @property
     def epoch(self) -> int:
@@ -74,16 +75,45 @@ class DataIterator:
         return self
 
     def __next__(self) -> Any:
-        if self._iterator is None:
-            if self._exhausted:
-                raise StopIteration
-            self._iterator = self._begin_pass()
-        try:
-            batch = next(self._iterator)
-        except StopIteration:
-            batch = self._next_epoch_first_batch()
-        self._batches_in_epoch += 1
-        return batch
+        while True:
+            if self._iterator is None:
+                if self._exhausted:
+                    raise StopIteration
+                self._iterator = self._begin_pass()
+            try:
+                batch = next(self._iterator)
+            except StopIteration:
+                batch = self._next_epoch_first_batch()
+            position = (self._epoch, self._batches_in_epoch)
+            self._batches_in_epoch += 1
+            if position not in self._skipped:
+                return batch
+
+    def skip(self, positions: Iterable[tuple[int, int]]) -> None:
+        """Never delivers the batches at these ``(epoch, index in epoch)`` positions.
+
+        Blow-up recovery uses it to step over a batch whose loss was NaN twice. The
+        positions are part of :meth:`state_dict`, so a resumed run skips them too.
+        """
+        self._skipped.update((int(epoch), int(index)) for epoch, index in positions)
+
+    @property
+    def skipped(self) -> frozenset[tuple[int, int]]:
+        """The ``(epoch, index)`` positions :meth:`skip` took out."""
+        return frozenset(self._skipped)
+
+    def last_positions(self, count: int) -> list[tuple[int, int]]:
+        """The ``(epoch, index)`` positions of the last ``count`` batches read (delivered or
+        skipped), most recent last; earlier epochs are reached through ``len(loader)``."""
+        positions, epoch, index = [], self._epoch, self._batches_in_epoch
+        while len(positions) < count:
+            if index == 0:
+                if epoch == 0 or not hasattr(self.loader, "__len__"):
+                    break
+                epoch, index = epoch - 1, len(self.loader)  # type: ignore[arg-type]
+            index -= 1
+            positions.append((epoch, index))
+        return positions[::-1]
 
     def _next_epoch_first_batch(self) -> Any:
         self._iterator = None
@@ -135,15 +165,19 @@ class DataIterator:
         self._exhausted = False
         self._batches_in_epoch = 0
 
-    def state_dict(self) -> dict[str, int]:
-        """Returns `{"epoch": e, "batches_in_epoch": k}`."""
-        return {"epoch": self._epoch, "batches_in_epoch": self._batches_in_epoch}
+    def state_dict(self) -> dict[str, Any]:
+        """Returns `{"epoch": e, "batches_in_epoch": k}` (and `"skipped"` positions, if any)."""
+        state: dict[str, Any] = {"epoch": self._epoch, "batches_in_epoch": self._batches_in_epoch}
+        if self._skipped:
+            state["skipped"] = [list(position) for position in sorted(self._skipped)]
+        return state
 
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         """Makes the next batch the `k+1`-th batch of epoch `e`.
 
         Args:
-            state_dict: `{"epoch": e, "batches_in_epoch": k}` from `state_dict()`.
+            state_dict: `{"epoch": e, "batches_in_epoch": k}` (and optionally
+                `"skipped"`) from `state_dict()`.
 
         Raises:
             KeyError: If a key is missing.
@@ -159,6 +193,7 @@ class DataIterator:
                 raise ValueError(f"DataIterator state {key} must be >= 0, got {state_dict[key]}.")
         self._epoch = int(state_dict["epoch"])
         self._batches_in_epoch = int(state_dict["batches_in_epoch"])
+        self._skipped = {(int(e), int(i)) for e, i in state_dict.get("skipped", ())}
         self._iterator = None
         self._exhausted = False
         if self._sampler is None and self._batches_in_epoch:

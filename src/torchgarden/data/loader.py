@@ -258,10 +258,12 @@ def build_dataloader(
     """
     global_batch_size = params.global_batch_size
     if global_batch_size is None or global_batch_size <= 0:
-        raise ValueError(
-            f"DataConfig.global_batch_size must be a positive int, got {global_batch_size}; "
-            "set e.g. task.train_data.global_batch_size=32."
-        )
+        field_path = getattr(params, "field_path", None)  # The dotted key, once validated.
+        key = field_path("global_batch_size") if callable(field_path) else ""
+        if not key.startswith("task."):
+            split = "train_data" if getattr(params, "is_training", False) else "validation_data"
+            key = f"task.{split}.global_batch_size"
+        raise ValueError(f"{key} must be a positive int, got {global_batch_size}; set e.g. {key}=32.")
     context = input_context if input_context is not None else InputContext.from_environment()
     batch_size = context.get_per_replica_batch_size(global_batch_size)
     input_path = _input_path_text(params)

@@ -28,7 +28,7 @@ from torchgarden.config import (
     RuntimeConfig,
     TaskConfig,
 )
-from torchgarden.config.errors import ConfigError
+from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
@@ -61,11 +61,12 @@ class ImageClassificationDataConfig(DataConfig):
         super().check()
         if self.source not in _SOURCES:
             raise ConfigError(
-                f"task.*_data.source must be one of {', '.join(_SOURCES)}, got '{self.source}'."
+                f"{self.field_path('source')} must be one of {', '.join(_SOURCES)}, got "
+                f"'{self.source}'{did_you_mean(self.source, _SOURCES)}"
             )
         if self.source in ("npz", "folder") and not self.input_path:
             raise ConfigError(
-                f"task.*_data.input_path is required when source is '{self.source}'."
+                f"{self.field_path('input_path')} is required when source is '{self.source}'."
             )
 
 
@@ -94,10 +95,18 @@ class ImageClassificationModelConfig(LibraryModelConfig):
             )
         if self.num_classes < 2:
             raise ConfigError(f"task.model.num_classes must be >= 2, got {self.num_classes}.")
-        if len(self.input_size) != 3:
+        if len(self.input_size) != 3 or min(self.input_size) < 1:
             raise ConfigError(
-                f"task.model.input_size must be [channels, height, width], got {self.input_size}."
+                f"task.model.input_size must be [channels, height, width] of positive ints, got "
+                f"{self.input_size}."
             )
+        if any(size < 1 for size in self.hidden_sizes):
+            raise ConfigError(
+                f"task.model.hidden_sizes must be positive widths, got {self.hidden_sizes}; "
+                "drop an entry to remove a layer."
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"task.model.dropout must be in [0, 1), got {self.dropout}.")
 
 
 @dataclasses.dataclass
@@ -119,6 +128,17 @@ class ImageClassificationConfig(TaskConfig):
     """L2 penalty added to the loss (Model Garden's convention: ``l2/2 * sum(w**2)``)."""
     top_k: int = 5
     """``top_{k}_accuracy`` metric; 0 disables it."""
+
+    def check(self) -> None:
+        super().check()
+        if not 0.0 <= self.label_smoothing <= 1.0:
+            raise ConfigError(
+                f"task.label_smoothing must be in [0, 1], got {self.label_smoothing}."
+            )
+        if self.l2_weight_decay < 0:
+            raise ConfigError(f"task.l2_weight_decay must be >= 0, got {self.l2_weight_decay}.")
+        if self.top_k < 0:
+            raise ConfigError(f"task.top_k must be >= 0 (0 disables it), got {self.top_k}.")
 
 
 @register_experiment("image_classification")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config import (
+    ConfigError,
     DataConfig,
     ExperimentConfig,
     OptimizationConfig,
@@ -32,6 +33,18 @@ class ToyRegressionConfig(TaskConfig):
     """0 = a single Linear layer; otherwise Linear-ReLU-Linear of this width."""
     noise: float = 0.01
     """Standard deviation of the label noise."""
+
+    def check(self) -> None:
+        super().check()
+        for name in ("num_examples", "in_features", "out_features"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"task.{name} must be >= 1, got {getattr(self, name)}.")
+        if self.hidden_size < 0:
+            raise ConfigError(
+                f"task.hidden_size must be >= 0 (0: one Linear layer), got {self.hidden_size}."
+            )
+        if self.noise < 0:
+            raise ConfigError(f"task.noise must be >= 0, got {self.noise}.")
 
 
 @register_experiment("toy_regression")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,13 +11,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchgarden import data, metrics, models
+from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
+from torchgarden.data import validation
 from torchgarden.experiments.image_classification import (
     ImageClassificationConfig,
     ImageClassificationDataConfig,
     ImageClassificationModelConfig,
 )
 from torchgarden.registry import register_task
+from torchgarden.tasks.serving import ClassifierServing
 
 __all__ = ["ImageClassificationTask", "build_classifier"]
 
@@ -66,38 +70,48 @@ class ImageClassificationTask(Task):
         return model
 
     def _load_arrays(self, params: ImageClassificationDataConfig) -> tuple[torch.Tensor, torch.Tensor]:
-        model_cfg = self.task_config.model
         if params.source == "digits":
             split = params.split or ("train" if params.is_training else "validation")
             x, y = data.load_digits_arrays(split)
-            where = f"digits/{split}"
-        elif params.source == "npz":
-            path = params.input_path if isinstance(params.input_path, str) else params.input_path[0]
-            x, y = data.load_npz_arrays(path, x_key=params.x_key, y_key=params.y_key)
-            if x.ndim == 3:
-                x = x.unsqueeze(1)
-            where = path
-        else:
-            path = params.input_path if isinstance(params.input_path, str) else params.input_path[0]
-            channels, height, width = model_cfg.input_size
-            folder = data.ImageFolderDataset(
-                path, image_size=(height, width), grayscale=channels == 1
-            )
-            x, y = folder.to_arrays()
-            where = path
+            return self._checked(x, y, f"digits/{split}")
+        split = "train_data" if params.is_training else "validation_data"
+        paths = validation.expand_input_paths(params.input_path, f"task.{split}.input_path")
+        xs, ys, classes = [], [], None
+        for path in paths:  # Every file is read, checked and named on its own.
+            if params.source == "npz":
+                x, y = data.load_npz_arrays(path, x_key=params.x_key, y_key=params.y_key)
+                x = x.unsqueeze(1) if x.ndim == 3 else x
+            else:
+                channels, height, width = self.task_config.model.input_size
+                folder = data.ImageFolderDataset(
+                    path, image_size=(height, width), grayscale=channels == 1
+                )
+                if classes is not None and folder.classes != classes:
+                    raise ValueError(
+                        f"{path}: class folders {folder.classes} differ from {classes} of "
+                        f"{paths[0]}; every input_path folder needs the same classes."
+                    )
+                classes = folder.classes
+                x, y = folder.to_arrays()
+            x, y = self._checked(x, y, path)
+            xs.append(x)
+            ys.append(y)
+        return (xs[0], ys[0]) if len(xs) == 1 else (torch.cat(xs), torch.cat(ys))
+
+    def _checked(
+        self, x: torch.Tensor, y: torch.Tensor, where: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Shape against ``task.model.input_size``, finite numbers, one class id per image."""
+        model_cfg = self.task_config.model
         expected = tuple(model_cfg.input_size)
         if tuple(x.shape[1:]) != expected:
             raise ValueError(
                 f"{where}: images have shape {tuple(x.shape[1:])} but task.model.input_size is "
                 f"{list(expected)}; set task.model.input_size={list(x.shape[1:])}."
             )
-        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= model_cfg.num_classes):
-            raise ValueError(
-                f"{where}: labels span [{int(y.min())}, {int(y.max())}] but "
-                f"task.model.num_classes is {model_cfg.num_classes}; labels must be in "
-                f"[0, {model_cfg.num_classes - 1}]."
-            )
-        return x.float(), y.long()
+        validation.check_features(x.numpy(), where)
+        labels = validation.check_class_labels(y.numpy(), len(x), model_cfg.num_classes, where)
+        return x.float(), torch.from_numpy(labels)
 
     def build_inputs(
         self, params: ImageClassificationDataConfig, input_context: Any = None
@@ -133,3 +147,33 @@ class ImageClassificationTask(Task):
         if not training and 0 < k < self.task_config.model.num_classes:
             built.append(metrics.TopKAccuracy(k=k, name=f"top_{k}_accuracy"))
         return built
+
+    def build_serving_module(self, model: nn.Module) -> Serving:
+        """uint8 ``images [B, H, W, C]`` -> ``probabilities``, ``top_k_scores``,
+        ``top_k_classes`` (see ``ClassifierServing``); ``metadata["labels"]`` names the
+        classes (folder names for ``source: folder``)."""
+        cfg = self.task_config
+        channels, height, width = cfg.model.input_size
+        num_classes = cfg.model.num_classes
+        top_k = cfg.top_k if 0 < cfg.top_k <= num_classes else min(5, num_classes)
+        generator = torch.Generator().manual_seed(0)
+        images = torch.randint(0, 256, (2, height, width, channels), dtype=torch.uint8,
+                               generator=generator)
+        return Serving(
+            module=ClassifierServing(self, model, top_k=top_k),
+            example_inputs=(images,),
+            input_names=("images",),
+            metadata={"labels": self._class_labels(), "image_size": [height, width, channels],
+                      "input": "uint8 images [batch, height, width, channels], 0..255"},
+        )
+
+    def _class_labels(self) -> list[str]:
+        """Folder names for ``source: folder`` (when the folder is there), else ``"0".."N-1"``."""
+        data_cfg = self.task_config.validation_data
+        path = data_cfg.input_path if isinstance(data_cfg.input_path, str) else (
+            data_cfg.input_path[0] if data_cfg.input_path else "")
+        if data_cfg.source == "folder" and path and os.path.isdir(path):
+            names = sorted(entry.name for entry in os.scandir(path) if entry.is_dir())
+            if len(names) == self.task_config.model.num_classes:
+                return names
+        return [str(i) for i in range(self.task_config.model.num_classes)]

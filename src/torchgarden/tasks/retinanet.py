@@ -23,10 +23,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchgarden import data, losses, metrics, models
+from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig
 from torchgarden.layers import model_losses
 from torchgarden.registry import register_task
+from torchgarden.tasks.serving import DetectorServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.anchors import assign_targets
 from torchgarden.vision.augment import Augmentation
@@ -375,3 +377,19 @@ class RetinaNetTask(Task):
         if images:
             logs["image/detections"] = np.stack(images)
         return logs
+
+    def build_serving_module(self, model: nn.Module) -> Serving:
+        """uint8 ``images [B, H, W, 3]`` at ``task.model.input_size`` -> fixed-shape
+        detections (see ``DetectorServing``); ``metadata["category_ids"]`` maps class
+        ``k`` to its COCO category id."""
+        config = self.task_config
+        height, width = config.model.input_size
+        images = torch.randint(0, 256, (2, height, width, 3), dtype=torch.uint8,
+                               generator=torch.Generator().manual_seed(0))
+        module = DetectorServing(self, model, image_size=(height, width),
+                                 mean=config.image_mean, std=config.image_std)
+        return Serving(module=module, example_inputs=(images,), input_names=("images",),
+                       metadata={"image_size": [height, width, 3],
+                                 "category_ids": self._category_ids_or_default(),
+                                 "input": "uint8 RGB images [batch, height, width, 3], 0..255",
+                                 "boxes": "ymin, xmin, ymax, xmax in input pixels"})

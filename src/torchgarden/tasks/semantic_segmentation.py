@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from torchgarden import data, losses, metrics, models
+from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.experiments.semantic_segmentation import (
     SegmentationDataConfig,
@@ -19,6 +20,7 @@ from torchgarden.experiments.semantic_segmentation import (
 )
 from torchgarden.layers import model_losses
 from torchgarden.registry import register_task
+from torchgarden.tasks.serving import SegmenterServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
@@ -276,3 +278,17 @@ class SemanticSegmentationTask(Task):
             "image/ground_truth": colorize_overlay(pixels, labels, **overlay).view(ImageBatch),
             "image/prediction": colorize_overlay(pixels, predictions, **overlay).view(ImageBatch),
         }
+
+    def build_serving_module(self, model: nn.Module) -> Serving:
+        """uint8 ``images [B, H, W, 3]`` -> ``masks`` and ``scores [B, H, W]`` (see
+        ``SegmenterServing``), at ``validation_data.output_size`` (else the generated
+        data's size)."""
+        config = self.task_config
+        size = config.validation_data.output_size or [config.generated_data.image_size] * 2
+        images = torch.randint(0, 256, (2, *size, 3), dtype=torch.uint8,
+                               generator=torch.Generator().manual_seed(0))
+        module = SegmenterServing(self, model, config.image_mean, config.image_std)
+        return Serving(module=module, example_inputs=(images,), input_names=("images",),
+                       metadata={"image_size": [*size, 3],
+                                 "num_classes": config.model.num_classes,
+                                 "input": "uint8 RGB images [batch, height, width, 3], 0..255"})

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchgarden import data, metrics
+from torchgarden.core.serving import InferenceStepModule, Serving
 from torchgarden.core.task import Task
 from torchgarden.experiments.toy import ToyRegressionConfig
 from torchgarden.registry import register_task
@@ -59,3 +60,10 @@ class ToyRegressionTask(Task):
 
     def build_metrics(self, training: bool = True) -> list[Any]:
         return [metrics.MeanAbsoluteError(name="mean_absolute_error")]
+
+    def build_serving_module(self, model: nn.Module) -> Serving:
+        """The default (``inference_step``) on float ``features [B, in_features]``."""
+        features = torch.randn(2, self.task_config.in_features,
+                               generator=torch.Generator().manual_seed(0))
+        return Serving(module=InferenceStepModule(self, model), example_inputs=(features,),
+                       input_names=("features",), output_names=("predictions",))

@@ -8,6 +8,7 @@ built objects and returns a new object; nothing else in torchgarden reads an
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any
 
@@ -18,10 +19,11 @@ from torch.nn.parallel import DistributedDataParallel
 from torchgarden import distribute, optim
 from torchgarden.checkpoint import BestCheckpointExporter
 from torchgarden.compile import compiled_train_step
-from torchgarden.config import DataConfig, ExperimentConfig, TrainerConfig
+from torchgarden.config import ConfigError, DataConfig, ExperimentConfig, TrainerConfig
 from torchgarden.core import StepFunction, Task, Trainer
 from torchgarden.data import InputContext
 from torchgarden.runtime import RuntimeContext, autocast_forward, setup_runtime
+from torchgarden.train_lib.model_dir import eval_dir
 
 __all__ = [
     "LossBound",
@@ -67,16 +69,15 @@ def create_trainer(
         task: The task (from ``get_task``).
         train: Whether the trainer trains (builds the optimizer, train data and metrics).
         evaluate: Whether it evaluates (builds validation data and metrics).
-        model_dir: Where the best-checkpoint exporter writes (when configured).
+        model_dir: The run's model_dir: the best-checkpoint exporter (when configured)
+            writes in it, or, for a trainer that does not train, under its ``eval/``.
         runtime: The process' runtime context; default: ``setup_runtime(params.runtime)``.
         trainer_cls: A ``Trainer`` subclass to build instead of ``Trainer``.
     """
     runtime = runtime or setup_runtime(params.runtime)
     cfg = params.trainer
     model = task.build_model().to(runtime.device)
-    optimizer = (
-        task.create_optimizer(cfg.optimizer_config, model, params.runtime) if train else None
-    )
+    optimizer = _create_optimizer(params, task, model) if train else None
     eager_model = build_forward_model(model, runtime, optimizer)
     forward_model, step_fn = eager_model, None
     if params.runtime.enable_xla:
@@ -99,10 +100,37 @@ def create_trainer(
         forward_model=forward_model,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps if train else 1,
         checkpoint_items=getattr(model, "checkpoint_items", None) or {},
-        checkpoint_exporter=maybe_create_best_ckpt_exporter(params, model_dir),
+        checkpoint_exporter=maybe_create_best_ckpt_exporter(
+            params, model_dir if train or not model_dir else eval_dir(model_dir)
+        ),
         check_loss=_loss_bound(cfg) if train else None,
         runtime=runtime,
     )
+
+
+def _create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
+    """``task.create_optimizer`` after checking the schedule; torch's refusals name the key."""
+    cfg = params.trainer
+    schedule = optim.build_learning_rate(cfg.optimizer_config)
+    for step in sorted({0, cfg.train_steps // 2, cfg.train_steps}):
+        rate = float(schedule(step))
+        if not (math.isfinite(rate) and rate >= 0):
+            kind = cfg.optimizer_config.learning_rate.type
+            raise ConfigError(
+                f"trainer.optimizer_config.learning_rate.{kind}: the learning rate at step "
+                f"{step} is {rate}; a learning rate must be finite and >= 0",
+                key="trainer.optimizer_config.learning_rate",
+            )
+    try:
+        return task.create_optimizer(cfg.optimizer_config, model, params.runtime)
+    except ValueError as e:
+        if isinstance(e, ConfigError) or not str(e).startswith("Invalid "):
+            raise
+        kind = cfg.optimizer_config.optimizer.type
+        raise ConfigError(
+            f"trainer.optimizer_config.optimizer.{kind}: torch refuses a setting ({e})",
+            key=f"trainer.optimizer_config.optimizer.{kind}",
+        ) from e
 
 
 def build_forward_model(model: nn.Module, runtime: RuntimeContext, optimizer: Any) -> nn.Module:

@@ -2,6 +2,11 @@
 
 A custom launch script is ``parse_configuration -> get_task -> run_experiment`` (see
 ``examples/custom_launch_script.py``); ``run_experiment`` writes ``params.yaml`` itself.
+
+Before anything is written, a run checks what it can: the model_dir's layout, the data
+(built with the trainer), the checkpoint it will resume (verified, same task and model),
+the best-checkpoint metric; then it takes the model_dir's lock (training modes) or the
+``eval/`` lock (evaluation modes) and writes only after that.
 """
 
 from __future__ import annotations
@@ -14,21 +19,29 @@ from typing import Any
 
 from torch import nn
 
-from torchgarden.checkpoint import CheckpointMismatchError, latest_checkpoint, read_meta
-from torchgarden.config import ConfigError, ExperimentConfig
+from torchgarden.checkpoint import CheckpointManager, CheckpointMismatchError
+from torchgarden.config import ExperimentConfig
 from torchgarden.core import Task, Trainer
 from torchgarden.loop import Controller
 from torchgarden.modes import check_mode
-from torchgarden.runtime import RuntimeContext
+from torchgarden.runtime import RuntimeContext, setup_runtime
 from torchgarden.runtime.preemption import PreemptionWatcher
 from torchgarden.summary import SummaryManagerInterface
 from torchgarden.train_lib.builders import create_trainer
+from torchgarden.train_lib.model_dir import check_model_dir, eval_dir
+from torchgarden.train_lib.recovery import build_recovery_action
+from torchgarden.train_lib.resume import (
+    ConfiguredOptimizer,
+    check_best_metric,
+    check_resume_compatible,
+)
+from torchgarden.train_lib.run_lock import run_lock
 from torchgarden.train_lib.wiring import (
     ConfigWriter,
     build_checkpoint_manager,
     build_controller,
+    build_export_callback,
     build_preemption_watcher,
-    build_recovery_action,
 )
 from torchgarden.utils.logs import Logs
 
@@ -36,50 +49,9 @@ __all__ = ["check_resume_compatible", "run_experiment"]
 
 _logger = logging.getLogger("torchgarden")
 
-#: Config sections that must equal the checkpoint's to resume from it: what the model is
-#: and which task it is. Steps, intervals, data paths and the optimizer may change.
-_RESUME_KEYS = ("task._type", "task.model")
 
-
-def check_resume_compatible(params: ExperimentConfig, model_dir: str | os.PathLike[str]) -> None:
-    """Refuses to resume from ``model_dir``'s latest checkpoint under another model/task.
-
-    Raises:
-        ConfigError: Listing the differing dotted keys with both values.
-    """
-    path = latest_checkpoint(os.fspath(model_dir))
-    if path is None:
-        return
-    try:
-        saved = read_meta(path).get("config")
-    except Exception:  # A corrupt checkpoint is reported (and skipped) by the restore.
-        return
-    if not saved:
-        return
-    differences = _config_differences(saved, params.as_dict())
-    if differences:
-        raise ConfigError(
-            f"cannot resume {path} under a different model or task ("
-            + "; ".join(differences[:5])
-            + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")
-            + "). Use a new --model_dir, or set task.init_checkpoint to start from its weights."
-        )
-
-
-def _config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    differences = []
-    for key in _RESUME_KEYS:
-        section, _, name = key.partition(".")
-        old = (saved.get(section) or {}).get(name)
-        new = (current.get(section) or {}).get(name)
-        if name == "model":
-            old, new = old or {}, new or {}
-            for field in sorted(set(old) | set(new)):
-                if old.get(field) != new.get(field):
-                    differences.append(f"{key}.{field}: {old.get(field)!r} -> {new.get(field)!r}")
-        elif old != new:
-            differences.append(f"{key}: {old!r} -> {new!r}")
-    return differences
+class NoCheckpointError(ValueError):
+    """``eval`` was asked of a model_dir that holds no checkpoint."""
 
 
 def run_experiment(
@@ -105,9 +77,13 @@ def run_experiment(
     every ``validation_interval``, then keep evaluating new checkpoints; here the same as
     ``train_and_eval`` since training and evaluation share one process).
 
-    The latest checkpoint in ``model_dir`` is restored on start; a fresh ``model_dir``
-    runs ``task.initialize`` (``init_checkpoint``) instead. Modes that train write the
-    resolved config to ``model_dir/params.yaml`` once training has started.
+    The newest checkpoint of ``model_dir`` that verifies (and holds finite weights) is
+    restored on start; a fresh ``model_dir`` runs ``task.initialize`` (``init_checkpoint``)
+    instead. Modes that train hold ``model_dir``'s lock (one writer per model_dir) and
+    write the resolved config to ``model_dir/params.yaml`` once training has started.
+    ``eval`` and ``continuous_eval`` never write where a trainer writes: their summaries
+    and best-checkpoint export go to ``model_dir/eval/``; ``eval`` needs a checkpoint
+    (or ``task.init_checkpoint``).
 
     Args:
         task: The task to run.
@@ -127,42 +103,99 @@ def run_experiment(
     Returns:
         ``(model, eval_logs)`` where ``eval_logs`` is ``{}`` unless the mode or
         ``run_post_eval`` evaluates at the end.
+
+    Raises:
+        ModelDirLockedError: Another process trains in ``model_dir`` (or evaluates into
+            its ``eval/``).
+        NoCheckpointError: ``eval`` on a model_dir without a checkpoint.
     """
     check_mode(mode)
     if model_dir is None:
         raise ValueError("model_dir must be specified, but got None")
     model_dir = os.fspath(model_dir)
     training = "train" in mode
+    check_model_dir(model_dir, params, training=training)
+    if runtime is None:
+        runtime = trainer.runtime if trainer is not None else setup_runtime(params.runtime)
     if trainer is None:
         trainer = create_trainer(
             params, task, train=training, evaluate="eval" in mode or run_post_eval,
             model_dir=model_dir, runtime=runtime,
         )
-    callbacks = list(callbacks)
+    checkpoint_manager = build_checkpoint_manager(params, trainer, model_dir)
+    resumed = checkpoint_manager.prepare_restore()
+    if mode == "eval" and resumed is None and not params.task.init_checkpoint:
+        raise NoCheckpointError(
+            f"--model_dir {model_dir} holds no checkpoint (ckpt-<step>/) to evaluate; train "
+            "first, point --model_dir at a trained run, or set task.init_checkpoint."
+        )
+    if training:
+        check_resume_compatible(params, model_dir, checkpoint=resumed)
+        check_best_metric(params, task, trainer)
+        if trainer.optimizer is not None and "optimizer" in trainer.checkpoint:
+            trainer.checkpoint.add(
+                optimizer=ConfiguredOptimizer(trainer.optimizer, trainer.checkpoint["optimizer"])
+            )
+    lock_dir = model_dir if training else eval_dir(model_dir)
+    with _lock(lock_dir, "train" if training else "eval", runtime.is_chief and (
+        training or save_summary or trainer.checkpoint_exporter is not None
+    )):
+        return _run(
+            task=task, mode=mode, params=params, model_dir=model_dir, trainer=trainer,
+            checkpoint_manager=checkpoint_manager, fresh=resumed is None,
+            run_post_eval=run_post_eval, save_summary=save_summary,
+            summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
+            callbacks=list(callbacks), train_actions=list(train_actions or []),
+            eval_actions=list(eval_actions or []),
+        )
+
+
+@contextlib.contextmanager
+def _lock(directory: str, role: str, needed: bool) -> Iterator[None]:
+    if not needed:
+        yield
+        return
+    with run_lock(directory, role=role):
+        yield
+
+
+def _run(
+    *, task: Task, mode: str, params: ExperimentConfig, model_dir: str, trainer: Trainer,
+    checkpoint_manager: CheckpointManager, fresh: bool, run_post_eval: bool,
+    save_summary: bool, summary_manager: SummaryManagerInterface | None,
+    eval_summary_manager: SummaryManagerInterface | None, callbacks: list[Any],
+    train_actions: list[Any], eval_actions: list[Any],
+) -> tuple[nn.Module, Logs]:
+    """``run_experiment`` once the model_dir is checked and locked."""
+    training = "train" in mode
     # Callback state (early-stopping counters, best values) resumes with the run.
     for index, callback in enumerate(callbacks):
         if hasattr(callback, "state_dict") and hasattr(callback, "load_state_dict"):
             trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
     if training and trainer.runtime.is_chief:
         callbacks.append(ConfigWriter(params, model_dir))
-    check_resume_compatible(params, model_dir)
-    checkpoint_manager = build_checkpoint_manager(params, trainer, model_dir)
-    actions = list(train_actions or [])
-    recovery = build_recovery_action(params, trainer, checkpoint_manager) if training else None
-    if recovery is not None:
-        actions.append(recovery)
+    export_callback = build_export_callback(params, trainer, model_dir) if training else None
+    if export_callback is not None:  # trainer.export_on_best
+        callbacks.append(export_callback)
     preemption = build_preemption_watcher(params) if training else None
     trainer.preemption = preemption
-    try:  # The Controller restores the latest checkpoint (or initialises) right away.
+    try:  # The Controller restores the checkpoint prepared above (or initialises).
         controller = build_controller(
             params, trainer, mode=mode, model_dir=model_dir,
             checkpoint_manager=checkpoint_manager, save_summary=save_summary,
             summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
-            callbacks=callbacks, train_actions=actions, eval_actions=list(eval_actions or []),
+            callbacks=callbacks, train_actions=train_actions, eval_actions=eval_actions,
             preemption=preemption,
         )
     except CheckpointMismatchError as e:
         raise _mismatch_error(e, checkpoint_manager.latest_checkpoint) from e
+    recovery = (
+        build_recovery_action(params, trainer, checkpoint_manager, fresh_start=fresh,
+                              callbacks=controller.callbacks)
+        if training else None
+    )
+    if recovery is not None:
+        controller.train_actions.append(recovery)
     with _signals_watched(preemption, trainer):
         eval_logs = _run_mode(controller, trainer, params, mode)
     num_params = sum(p.numel() for p in trainer.unwrapped_model.parameters())

@@ -6,26 +6,29 @@ it built objects (summary managers, a checkpoint manager, actions, callbacks).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from torchgarden.callbacks import RecoveryAction
+from torchgarden.callbacks import ExportOnBest
 from torchgarden.checkpoint import CheckpointManager
 from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
+from torchgarden.export import start_export
 from torchgarden.loop import Controller
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
 from torchgarden.summary import ImageScalarSummaryManager, SummaryManager, SummaryManagerInterface
+from torchgarden.train_lib.model_dir import EVAL_SUBDIR
 from torchgarden.utils.files import atomic_write_text
 
 __all__ = [
     "ConfigWriter",
     "build_checkpoint_manager",
     "build_controller",
+    "build_export_callback",
     "build_preemption_watcher",
-    "build_recovery_action",
     "serialize_config",
 ]
 
@@ -85,20 +88,15 @@ def build_checkpoint_manager(
     )
 
 
-def build_recovery_action(
-    params: ExperimentConfig, trainer: Trainer, checkpoint_manager: CheckpointManager
-) -> RecoveryAction | None:
-    """Model Garden's blow-up recovery, unless ``trainer.recovery_max_trials < 0``."""
-    cfg = params.trainer
-    if cfg.recovery_max_trials < 0:
+def build_export_callback(
+    params: ExperimentConfig, trainer: Trainer, model_dir: str
+) -> ExportOnBest | None:
+    """``trainer.export_on_best``: an export of each new best checkpoint (chief only)."""
+    exporter = trainer.checkpoint_exporter
+    if not params.trainer.export_on_best or exporter is None or not trainer.runtime.is_chief:
         return None
-    return RecoveryAction(
-        checkpoint_manager=checkpoint_manager,
-        loss_upper_bound=cfg.loss_upper_bound,
-        recovery_begin_steps=cfg.recovery_begin_steps,
-        max_trials=cfg.recovery_max_trials,
-        global_step=trainer.global_step,
-    )
+    return ExportOnBest(best_exporter=exporter, start=functools.partial(start_export, model_dir),
+                        max_to_keep=params.trainer.max_to_keep)
 
 
 def build_preemption_watcher(params: ExperimentConfig) -> PreemptionWatcher | None:
@@ -133,8 +131,12 @@ def build_controller(
     cfg = params.trainer
     chief = trainer.runtime.is_chief
     write = save_summary and chief
+    training = "train" in mode
     train_dir = os.path.join(model_dir, "train") if write else None
-    eval_dir = os.path.join(model_dir, cfg.validation_summary_subdir) if write else None
+    # An evaluation job writes only under eval/: never where a trainer writes.
+    evaluations = os.path.join(model_dir, cfg.validation_summary_subdir) if training else (
+        os.path.join(model_dir, EVAL_SUBDIR))
+    eval_dir = evaluations if write else None
     if not write:
         summary_manager = SummaryManager(None)
         eval_summary_manager = SummaryManager(None)
@@ -142,7 +144,6 @@ def build_controller(
         eval_summary_manager = ImageScalarSummaryManager(
             eval_dir, global_step=lambda: int(trainer.global_step)
         )
-    training = "train" in mode
     return Controller(
         global_step=trainer.global_step,
         trainer=trainer if training else None,

@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"compile", "loop"},
     {"registry"},
     {"experiments", "tasks"},
+    {"export"},
     {"train_lib"},
     {"cli"},
     {"__init__", "__main__"},

@@ -224,7 +224,7 @@ def test_dotted_access():
 def test_as_dict_is_a_deep_plain_copy():
     cfg = Outer(items=[Inner()])
     data = cfg.as_dict()
-    assert data["inner"]["shape"] == [2, 2] and data["items"] == [Inner().as_dict()]
+    assert data["inner"]["shape"] == (2, 2) and data["items"] == [Inner().as_dict()]
     data["inner"]["tags"].append("x")
     assert cfg.inner.tags == []
 

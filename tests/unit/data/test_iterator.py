@@ -158,3 +158,28 @@ def test_load_state_dict_missing_key_is_named():
     iterator = DataIterator([1, 2], repeat=False)
     with pytest.raises(KeyError, match="missing 'batches_in_epoch'"):
         iterator.load_state_dict({"epoch": 0})
+
+
+def test_skipped_positions_are_never_delivered_and_resume_with_the_state():
+    batches = [[i] for i in range(4)]  # A plain list: 4 batches per epoch.
+    iterator = DataIterator(batches, repeat=True)
+    seen = [next(iterator)[0] for _ in range(3)]
+    assert iterator.last_positions(2) == [(0, 1), (0, 2)]
+    iterator.skip([(0, 3), (1, 0)])
+    seen += [next(iterator)[0] for _ in range(3)]
+    assert seen == [0, 1, 2, 1, 2, 3]  # Epoch 0's batch 3 and epoch 1's batch 0 skipped.
+    assert iterator.last_positions(3) == [(1, 1), (1, 2), (1, 3)]
+    state = iterator.state_dict()
+    assert state == {"epoch": 1, "batches_in_epoch": 4, "skipped": [[0, 3], [1, 0]]}
+    resumed = DataIterator(batches, repeat=True)
+    resumed.load_state_dict(state)
+    assert resumed.skipped == {(0, 3), (1, 0)}
+    resumed.load_state_dict({"epoch": 0, "batches_in_epoch": 0})  # An older checkpoint.
+    assert resumed.skipped == frozenset()
+
+
+def test_last_positions_reach_back_into_the_previous_epoch():
+    iterator = DataIterator([[0], [1], [2]], repeat=True)
+    for _ in range(4):
+        next(iterator)
+    assert iterator.last_positions(2) == [(0, 2), (1, 0)]

@@ -1,0 +1,186 @@
+"""What a run checks and adjusts before it resumes from (or starts in) a model_dir.
+
+* :func:`check_resume_compatible` — the checkpoint was written for the same task and model;
+* :class:`ConfiguredOptimizer` — the optimizer's moments resume, its hyperparameters come
+  from the config the run is started with, and another optimizer starts fresh;
+* :func:`check_best_metric` — ``trainer.best_checkpoint_eval_metric`` names an eval log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from torchgarden.checkpoint import latest_checkpoint, read_meta
+from torchgarden.config import ConfigError, ExperimentConfig
+from torchgarden.core import Task, Trainer
+from torchgarden.metrics import as_metric
+from torchgarden.utils.suggest import did_you_mean
+
+__all__ = ["ConfiguredOptimizer", "check_best_metric", "check_resume_compatible"]
+
+_logger = logging.getLogger("torchgarden")
+
+#: Config sections that must equal the checkpoint's to resume from it: what the model is
+#: and which task it is. Steps, intervals, data paths and the optimizer may change.
+_RESUME_KEYS = ("task._type", "task.model")
+
+
+def check_resume_compatible(
+    params: ExperimentConfig,
+    model_dir: str | os.PathLike[str],
+    *,
+    checkpoint: tuple[str, dict[str, Any]] | None = None,
+) -> None:
+    """Refuses to resume from a checkpoint written under another model or task.
+
+    Args:
+        params: The config of the run about to start.
+        model_dir: Its model_dir (its latest checkpoint is checked unless ``checkpoint``).
+        checkpoint: ``(path, meta)`` of the checkpoint that will be restored
+            (``CheckpointManager.prepare_restore``). Defaults to None.
+
+    Raises:
+        ConfigError: Listing the differing dotted keys with both values.
+    """
+    if checkpoint is None:
+        path = latest_checkpoint(os.fspath(model_dir))
+        if path is None:
+            return
+        try:
+            checkpoint = path, read_meta(path)
+        except Exception:  # A corrupt checkpoint is reported (and skipped) by the restore.
+            return
+    path, meta = checkpoint
+    saved = meta.get("config") if isinstance(meta, dict) else None
+    if not isinstance(saved, dict):
+        return
+    differences = _config_differences(saved, _plain(params.as_dict()))
+    if differences:
+        raise ConfigError(
+            f"cannot resume {path} under a different model or task ("
+            + "; ".join(differences[:5])
+            + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")
+            + "). Use a new --model_dir, or set task.init_checkpoint to start from its weights."
+        )
+
+
+def _plain(data: Any) -> Any:
+    """The config as meta.json holds it (tuples are lists there)."""
+    return json.loads(json.dumps(data, default=str))
+
+
+def _same_type(old: Any, new: Any) -> bool:
+    # A class of a script run as `python my_project.py` was once recorded as `__main__.X`.
+    if old == new or not (isinstance(old, str) and isinstance(new, str)):
+        return old == new
+    return old.startswith("__main__.") and new.endswith("." + old.partition(".")[2])
+
+
+def _config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    old_task, new_task = saved.get("task") or {}, current.get("task") or {}
+    old_type, new_type = old_task.get("_type"), new_task.get("_type")
+    if not _same_type(old_type, new_type):
+        return [f"task._type: {old_type!r} -> {new_type!r}"]
+    old, new = old_task.get("model") or {}, new_task.get("model") or {}
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [] if old == new else [f"task.model: {old!r} -> {new!r}"]
+    return [
+        f"task.model.{field}: {old.get(field)!r} -> {new.get(field)!r}"
+        for field in sorted(set(old) | set(new))
+        if old.get(field) != new.get(field)
+    ]
+
+
+def _param_groups(state: Any) -> list[dict[str, Any]] | None:
+    """The param groups of a torch optimizer state (or of a LossScaleOptimizer's inner one)."""
+    if not isinstance(state, dict):
+        return None
+    groups = state.get("param_groups")
+    if groups is None and isinstance(state.get("optimizer"), dict):
+        groups = state["optimizer"].get("param_groups")
+    return groups if isinstance(groups, list) else None
+
+
+def _shape(groups: list[dict[str, Any]]) -> list[tuple[frozenset[str], int]]:
+    return [
+        (frozenset(k for k in group if k not in ("params", "initial_lr")),
+         len(group.get("params", ())))
+        for group in groups
+    ]
+
+
+class ConfiguredOptimizer:
+    """The optimizer's checkpoint item: moments resume, hyperparameters follow the config.
+
+    ``torch.optim.Optimizer.load_state_dict`` also restores the saved hyperparameters
+    (momentum, weight decay, betas...), silently undoing a change made for the resumed
+    run. This item restores the state and then puts back the configured values. A
+    checkpoint of another optimizer (other hyperparameter names, or other parameter
+    groups) is not loaded at all: the moments start fresh, with one warning.
+
+    Args:
+        optimizer: The optimizer whose ``param_groups`` hold the configured values.
+        item: The checkpoint item that saves it (the optimizer itself, or a wrapper
+            such as FSDP's full-state item).
+    """
+
+    def __init__(self, optimizer: Any, item: Any) -> None:
+        self._optimizer = optimizer
+        self._item = item
+        self.collective_state_dict = getattr(item, "collective_state_dict", False)
+
+    def state_dict(self) -> Any:
+        return self._item.state_dict()
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        configured = [
+            {k: v for k, v in group.items() if k != "params"}
+            for group in self._optimizer.param_groups
+        ]
+        saved = _param_groups(state_dict)
+        if saved is not None and _shape(saved) != _shape(self._optimizer.param_groups):
+            _logger.warning(
+                "the checkpoint's optimizer state does not fit the configured optimizer "
+                "(hyperparameters %s vs %s): its moments start fresh; the model and the rest "
+                "resume.", sorted(_shape(saved)[0][0]) if saved else [],
+                sorted(_shape(self._optimizer.param_groups)[0][0]),
+            )
+            return
+        self._item.load_state_dict(state_dict)
+        for group, values in zip(self._optimizer.param_groups, configured):
+            group.update(values)
+
+
+def check_best_metric(params: ExperimentConfig, task: Task, trainer: Trainer) -> None:
+    """Checks ``trainer.best_checkpoint_eval_metric`` against the eval logs' keys.
+
+    The keys are known when the task computes its eval logs the default way and every
+    eval metric is one of torchgarden's scalar metrics; otherwise nothing is checked
+    (a typo is then reported at the first evaluation).
+
+    Raises:
+        ConfigError: Naming the metric, the keys the evaluation logs, and the closest.
+    """
+    metric = params.trainer.best_checkpoint_eval_metric
+    if not (metric and params.trainer.best_checkpoint_export_subdir):
+        return
+    hooks = ("validation_step", "aggregate_logs", "reduce_aggregated_logs")
+    if any(getattr(type(task), hook) is not getattr(Task, hook) for hook in hooks):
+        return
+    metrics = list(getattr(trainer, "validation_metrics", ())) or [
+        as_metric(m) for m in task.build_metrics(training=False)
+    ]
+    scalar = ("torchgarden.metrics.builtins", "torchgarden.metrics.confusion")
+    if not all(type(m).__module__ in scalar for m in metrics):
+        return
+    known = sorted({"validation_loss", *(m.name for m in metrics)})
+    if metric.split("|")[0] not in known:
+        key = "trainer.best_checkpoint_eval_metric"
+        raise ConfigError(
+            f"{key}: {metric!r} is not in the eval logs, which hold {', '.join(known)}"
+            f"{did_you_mean(metric, known, style='clause')}",
+            key=key,
+        )
