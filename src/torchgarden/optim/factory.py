@@ -8,11 +8,17 @@ config        torch
 ``sgd``       ``torch.optim.SGD(momentum, nesterov, weight_decay)``
 ``adam``      ``torch.optim.Adam(betas=(beta_1, beta_2), eps=epsilon, amsgrad, weight_decay)``
 ``adamw``     ``torch.optim.AdamW(betas, eps, amsgrad, weight_decay=weight_decay_rate)``;
-              parameters whose name contains an ``exclude_from_weight_decay`` entry go
-              to a param group with ``weight_decay=0``
+              parameters whose name matches an ``exclude_from_weight_decay`` regex (and
+              no ``include_in_weight_decay`` one) go to a param group with
+              ``weight_decay=0``
 ``rmsprop``   ``torch.optim.RMSprop(alpha=rho, momentum, eps=epsilon, centered, weight_decay)``
 ``adagrad``   ``torch.optim.Adagrad(initial_accumulator_value, eps=epsilon, weight_decay)``
 ============  ==========================================================================
+
+``lamb``, ``lars``, ``adafactor`` and the ``*_experimental`` types are registered by
+:mod:`torchgarden.optim.model_garden_optimizers`. Name-pattern lists
+(``exclude_from_weight_decay``, ...) are regexes matched with ``re.search`` against
+parameter names (:mod:`torchgarden.optim.param_groups`).
 
 The update rules are torch's, which differ from Keras in small ways:
 
