@@ -15,6 +15,7 @@ __all__ = [
     "AdagradConfig",
     "AdamConfig",
     "AdamExperimentalConfig",
+    "AdamMomentsConfig",
     "AdamWConfig",
     "AdamWExperimentalConfig",
     "BaseOptimizerConfig",
@@ -76,8 +77,8 @@ class SGDExperimentalConfig(BaseOptimizerConfig):
 
 
 @dataclasses.dataclass
-class AdamConfig(BaseOptimizerConfig):
-    """Adam (`torch.optim.Adam`), with Keras' default epsilon."""
+class AdamMomentsConfig(BaseOptimizerConfig):
+    """The moment settings shared by the Adam family, with Keras' default epsilon."""
 
     beta_1: float = 0.9
     """Decay rate of the first-moment estimate. Defaults to 0.9."""
@@ -87,6 +88,12 @@ class AdamConfig(BaseOptimizerConfig):
     """Numerical-stability term. Defaults to 1e-7 (Keras; PyTorch uses 1e-8)."""
     amsgrad: bool = False
     """Use the AMSGrad variant. Defaults to False."""
+
+
+@dataclasses.dataclass
+class AdamConfig(AdamMomentsConfig):
+    """Adam (`torch.optim.Adam`), with Keras' default epsilon."""
+
     weight_decay: float = 0.0
     """L2 penalty added to the gradient. Defaults to 0.0."""
 
@@ -101,17 +108,9 @@ class AdamExperimentalConfig(AdamConfig):
 
 
 @dataclasses.dataclass
-class AdamWConfig(BaseOptimizerConfig):
+class AdamWConfig(AdamMomentsConfig):
     """Adam with decoupled weight decay (`torch.optim.AdamW`), Model Garden's ``adamw``."""
 
-    beta_1: float = 0.9
-    """Decay rate of the first-moment estimate. Defaults to 0.9."""
-    beta_2: float = 0.999
-    """Decay rate of the second-moment estimate. Defaults to 0.999."""
-    epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7."""
-    amsgrad: bool = False
-    """Use the AMSGrad variant. Defaults to False."""
     weight_decay_rate: float = 0.0
     """Decoupled weight-decay rate. Defaults to 0.0."""
     include_in_weight_decay: list[str] | None = None
@@ -126,17 +125,9 @@ class AdamWConfig(BaseOptimizerConfig):
 
 
 @dataclasses.dataclass
-class AdamWExperimentalConfig(BaseOptimizerConfig):
+class AdamWExperimentalConfig(AdamMomentsConfig):
     """Model Garden's ``adamw_experimental`` (Keras AdamW): `torch.optim.AdamW`."""
 
-    beta_1: float = 0.9
-    """Decay rate of the first-moment estimate. Defaults to 0.9."""
-    beta_2: float = 0.999
-    """Decay rate of the second-moment estimate. Defaults to 0.999."""
-    epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7."""
-    amsgrad: bool = False
-    """Use the AMSGrad variant. Defaults to False."""
     weight_decay: float = 0.0
     """Decoupled weight-decay rate. Defaults to 0.0."""
     global_clipnorm: float | None = 1.0
