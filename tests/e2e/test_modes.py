@@ -28,7 +28,8 @@ def test_train_returns_the_model_and_no_eval_logs(tmp_path):
     model, logs = run("train", tmp_path)
     assert isinstance(model, torch.nn.Module) and logs == {}
     # run_experiment writes params.yaml itself (a launch script need not remember it).
-    assert sorted(os.listdir(tmp_path)) == ["ckpt-20", "ckpt-40", "params.yaml", "train"]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-20", "ckpt-40", "metrics.jsonl", "params.yaml",
+                                         "train"]
 
 
 def test_train_and_post_eval_evaluates_once_at_the_end(tmp_path):

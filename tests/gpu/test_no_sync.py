@@ -76,3 +76,24 @@ def test_compiled_whole_step_never_syncs(mode):
     assert type(trainer.step_fn).__name__ == "CompiledTrainStep"
     assert int(trainer.global_step) == 32
     assert math.isfinite(float(logs["training_loss"]))
+
+
+def test_throughput_and_data_wait_add_no_sync():
+    from torchgarden.loop import ThroughputMeter
+
+    trainer = cuda_toy()
+    trainer.train(2)
+    meter = ThroughputMeter(examples_per_step=32, tokens_per_example=8, flops_per_example=1e3,
+                            peak_flops=1e12, data_wait=lambda: trainer.data_wait_seconds,
+                            device=trainer.runtime.device)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        meter.loop_begin()
+        trainer.train(20)
+        figures = meter.loop_end(20, 1.0)  # Allocator counters and host clocks only.
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert figures["memory/cuda_peak_gib"] > 0
+    assert figures["throughput/examples_per_second"] == 640
+    assert 0 <= figures["throughput/data_wait_fraction"] <= 1

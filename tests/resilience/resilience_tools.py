@@ -164,8 +164,13 @@ def differences(a: Any, b: Any, where: str = "state") -> list[str]:
     return [] if a == b else [f"{where}: {a!r} vs {b!r}"]
 
 
-def scalars(directory: str, skip: Sequence[str] = ("steps_per_second",)) -> dict[str, dict[int, float]]:
-    """Every scalar under ``directory``: ``{tag: {step: value}}``, the LAST write per step.
+#: Tags that measure time or memory (they differ between any two runs).
+TIMING_TAGS = ("steps_per_second", "throughput/", "memory/")
+
+
+def scalars(directory: str, skip: Sequence[str] = TIMING_TAGS) -> dict[str, dict[int, float]]:
+    """Every scalar under ``directory``: ``{tag: {step: value}}``, the LAST write per step;
+    tags starting with one of ``skip`` are left out.
 
     Event files of a killed run and of its resumption both hold the steps between the
     last checkpoint and the kill; the value written last (by wall time) wins.
@@ -179,7 +184,7 @@ def scalars(directory: str, skip: Sequence[str] = ("steps_per_second",)) -> dict
         prefix = "" if prefix == "." else prefix + "/"
         for event in EventFileLoader(path).Load():
             for value in event.summary.value:
-                if value.tag in skip or not value.HasField("simple_value"):
+                if value.tag.startswith(tuple(skip)) or not value.HasField("simple_value"):
                     continue
                 key = (prefix + value.tag, event.step)
                 stamp = (event.wall_time, order)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -98,9 +99,24 @@ def tree(path: str) -> dict[str, str]:
             out[os.path.relpath(os.path.join(root, name), path)] = "dir"
         for name in files:
             with open(os.path.join(root, name), "rb") as f:
-                out[os.path.relpath(os.path.join(root, name), path)] = hashlib.sha256(
-                    f.read()).hexdigest()
+                data = f.read()
+            relative = os.path.relpath(os.path.join(root, name), path)
+            # metrics.jsonl is kept as its rows: a resume may drop the rows past the step
+            # it restored, then append (issue 12); tree() compares them row by row.
+            out[relative] = data.decode() if name == "metrics.jsonl" else (
+                hashlib.sha256(data).hexdigest())
     return out
+
+
+def _rows_lawfully_resumed(before: str, after: str) -> bool:
+    """``after`` keeps a prefix of ``before``'s rows, dropping only rows of later steps
+    than the last row it kept, then appends."""
+    old, new = before.splitlines(), after.splitlines()
+    kept = 0
+    while kept < min(len(old), len(new)) and old[kept] == new[kept]:
+        kept += 1
+    last = json.loads(old[kept - 1])["step"] if kept else -1
+    return all(json.loads(row)["step"] > last for row in old[kept:])
 
 
 #: Files a run that trains may replace: the config it trains under, and a dead run's lock.
@@ -113,6 +129,9 @@ def lawfully_extended(before: dict[str, str], after: dict[str, str]) -> list[str
     problems = []
     for path, digest in before.items():
         if after.get(path) == digest or path in REPLACEABLE:
+            continue
+        if path.endswith("metrics.jsonl") and path in after and _rows_lawfully_resumed(
+                digest, after[path]):
             continue
         top, _, rest = path.partition(os.sep)
         moved = [p for p in after if p.startswith(f".{top}.corrupt-")

@@ -166,6 +166,7 @@ class Checkpoint:
     def __init__(self, **items: Any) -> None:
         self._items: dict[str, Any] = {}
         self._plain: set[str] = set()
+        self._optional: set[str] = set()
         self.add(**items)
 
     def add(self, **items: Any) -> None:
@@ -177,6 +178,14 @@ class Checkpoint:
                 self._plain.add(name)
             else:
                 self._plain.discard(name)
+            self._optional.discard(name)
+
+    def add_optional(self, **items: Any) -> None:
+        """Adds items that a checkpoint written before they existed may lack: restored
+        when the checkpoint has them, left as they are when it does not (e.g. a tracker's
+        run id, once a tracker is switched on for a run that had none)."""
+        self.add(**items)
+        self._optional.update(items)
 
     @property
     def items(self) -> dict[str, Any]:
@@ -233,7 +242,7 @@ class Checkpoint:
         skippable = False
         # Items in the file that this Checkpoint does not track (an evaluation job
         # reading a training checkpoint has no optimizer) are ignored, as in TF.
-        missing = [n for n in self._items if n not in state_dict]
+        missing = [n for n in self._items if n not in state_dict and n not in self._optional]
         if strict and missing:
             skippable = True
             problems.append(

@@ -1,4 +1,4 @@
-"""``torchgarden`` / ``python -m torchgarden``: train, eval, list, config.
+"""``torchgarden`` / ``python -m torchgarden``: train, eval, list, config, export, report.
 
 ``torchgarden --help`` and ``torchgarden list`` do not import torch.
 """
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from torchgarden.cli import export as export_cli
+from torchgarden.cli import report as report_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
 from torchgarden.modes import check_mode
 
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     define_flags(config)
     config.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
     export_cli.add_parsers(sub)
+    report_cli.add_parser(sub)
     return parser
 
 
@@ -247,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     handlers = {"list": _command_list, "config": _command_config,
-                "train": _command_run, "eval": _command_run, **export_cli.COMMANDS}
+                "train": _command_run, "eval": _command_run, **export_cli.COMMANDS,
+                **report_cli.COMMANDS}
     try:
         return handlers[args.command](args)
     except _preempted() as preempted:

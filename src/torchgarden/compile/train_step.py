@@ -34,8 +34,8 @@ process never share (or exhaust) a compile cache.
 What the path does not cover falls back to the eager step (``unsupported_reason`` says
 why): tasks that override ``train_step`` or ``forward_backward``, DDP/FSDP, gradient accumulation, optimizers
 other than SGD/Adam/AdamW (exact classes), optimizers with step hooks (gradient
-clipping), float16 loss scaling, and models with ``torchgarden.layers.Layer`` auxiliary
-losses.
+clipping), float16 loss scaling, models with ``torchgarden.layers.Layer`` auxiliary
+losses, and models with transformers' activation checkpointing on.
 """
 
 from __future__ import annotations
@@ -94,6 +94,8 @@ def unsupported_reason(
         return "a param group has differentiable=True"
     if any(isinstance(module, Layer) for module in model.modules()):
         return "the model has torchgarden Layers with auxiliary losses"
+    if any(getattr(module, "gradient_checkpointing", False) for module in model.modules()):
+        return "activation checkpointing (torch.func.grad has no saved-tensor hooks)"
     names = {id(p) for p in model.parameters()}
     for group in optimizer.param_groups:
         for param in group["params"]:

@@ -45,6 +45,7 @@ from torchgarden.config.optimization import (
     WarmupConfig,
 )
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
+from torchgarden.config.trackers import MlflowConfig, WandbConfig
 
 __all__ = [
     "MISSING",
@@ -66,6 +67,7 @@ __all__ = [
     "MultiTaskConfig",
     "MultiTaskExperimentConfig",
     "MultiTaskTrainerConfig",
+    "MlflowConfig",
     "OneOfConfig",
     "OptimizationConfig",
     "OptimizerConfig",
@@ -80,6 +82,7 @@ __all__ = [
     "TaskSamplingConfig",
     "TaskConfig",
     "TrainerConfig",
+    "WandbConfig",
     "WarmupConfig",
     "diff",
     "dump_yaml",

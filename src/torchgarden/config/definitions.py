@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.config.optimization import OptimizationConfig
+from torchgarden.config.trackers import MlflowConfig, WandbConfig
 
 __all__ = ["DataConfig", "ExperimentConfig", "RuntimeConfig", "TaskConfig", "TrainerConfig"]
 
@@ -195,6 +196,16 @@ class TrainerConfig(Config):
     checkpoint to `<best_checkpoint_export_subdir>/export-<step>/`, in a background
     process; the newest `max_to_keep` are kept. Needs the best-checkpoint settings.
     Defaults to False."""
+    metrics_file: bool = True
+    """Also write every summary as one JSON line to `model_dir/metrics.jsonl` (what
+    `torchgarden report` reads). Defaults to True."""
+    log_throughput: bool = True
+    """Log `throughput/*` (examples/s, tokens/s, MFU, data-wait fraction) and `memory/*`
+    (peak CUDA memory, peak RSS) with each train loop. Defaults to True."""
+    profile_steps: list[int] = _field(default_factory=list)
+    """`[first, last]`: record train steps first..last (1-based global steps) with
+    `torch.profiler` into `model_dir/profile/` (Chrome trace, TensorBoard profile plugin);
+    [] records nothing. Defaults to []."""
 
     def check(self) -> None:
         """Checks intervals, step counts and the best-checkpoint comparison."""
@@ -234,6 +245,16 @@ class TrainerConfig(Config):
                 key=key,
             )
         self._check_preemption_signals()
+        self._check_profile_steps()
+
+    def _check_profile_steps(self) -> None:
+        steps = self.profile_steps
+        if steps and not (len(steps) == 2 and 1 <= steps[0] <= steps[1]):
+            key = self.field_path("profile_steps")
+            raise ConfigError(
+                f"{key} must be [] or [first, last] with 1 <= first <= last, received "
+                f"{list(steps)!r}; e.g. [10, 15] records train steps 10 to 15", key=key,
+            )
 
     def _check_preemption_signals(self) -> None:
         key = self.field_path("preemption_signals")
@@ -266,6 +287,18 @@ def _inside(subdir: str) -> bool:
 def _signal_name(name: str) -> str:
     upper = str(name).upper()
     return upper if upper.startswith("SIG") else f"SIG{upper}"
+
+
+_TRACKERS = ("tensorboard", "mlflow", "wandb")
+
+
+def _choose_item(config: Config, name: str, item: str, choices: tuple[str, ...]) -> None:
+    if item not in choices:
+        key = config.field_path(name)
+        raise ConfigError(
+            f"{key}: {item!r} is not one of {', '.join(choices)}{did_you_mean(item, choices)}",
+            key=key,
+        )
 
 
 _STRATEGIES = ("auto", "off", "single", "ddp", "fsdp")
@@ -347,6 +380,17 @@ class RuntimeConfig(Config):
     torch's default. Defaults to None."""
     backend: str | None = None
     """Process-group backend; None picks nccl on CUDA, else gloo. Defaults to None."""
+    trackers: list[str] = _field(default_factory=lambda: ["tensorboard"])
+    """Where summaries go: any of "tensorboard" (event files under `model_dir`), "mlflow"
+    (`pip install torchgarden[mlflow]`) and "wandb" (`pip install torchgarden[wandb]`).
+    Defaults to ["tensorboard"]."""
+    mlflow: MlflowConfig = _field(default_factory=MlflowConfig)
+    """The MLflow back-end's settings."""
+    wandb: WandbConfig = _field(default_factory=WandbConfig)
+    """The Weights & Biases back-end's settings."""
+    peak_flops: float | None = None
+    """Peak FLOP/s of one device, for `throughput/mfu`; None uses the bf16 data-sheet peak
+    of a known GPU (H100, A100, ...) and reports no MFU on a CPU. Defaults to None."""
 
     def check(self) -> None:
         """Checks the strategy, device, dtype, loss scale, compile mode and threads."""
@@ -370,6 +414,10 @@ class RuntimeConfig(Config):
             _require(self, "num_threads", self.num_threads >= 1, ">= 1 or None")
         if self.seed is not None:
             _require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
+        for name in self.trackers:
+            _choose_item(self, "trackers", name, _TRACKERS)
+        if self.peak_flops is not None:
+            _require(self, "peak_flops", self.peak_flops > 0, "> 0 or None")
 
 
 @dataclasses.dataclass

@@ -55,6 +55,14 @@ class Task:
 
     #: The reserved key for the scalar loss in step logs.
     loss = "loss"
+    #: Tokens in one training example (a language model's sequence length): the
+    #: Controller then logs ``throughput/tokens_per_second``. None: not counted in tokens.
+    tokens_per_example: int | None = None
+    #: Training FLOPs (forward and backward) of one example, for ``throughput/mfu``. None:
+    #: counted with ``torch.utils.flop_counter`` on the first batch when the model runs
+    #: on ``meta`` tensors. Set either (a class attribute, or in ``__init__`` or
+    #: ``build_model``) to declare them; see docs/observability.md.
+    flops_per_example: float | None = None
 
     def __init__(
         self, params: TaskConfig, logging_dir: str | None = None, name: str | None = None

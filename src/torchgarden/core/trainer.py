@@ -165,6 +165,12 @@ class Trainer(Evaluator):
     def train_dataset(self) -> Any:
         return self._train_dataset
 
+    @property
+    def data_wait_seconds(self) -> float:
+        """Seconds train steps have waited for batches from the loader (host clock)."""
+        iterator = self._train_iterator
+        return iterator.wait_seconds if iterator is not None else 0.0
+
     def learning_rate(self, step: int | None = None) -> float:
         """The scheduled learning rate at ``step`` (default: the current global step)."""
         if self._lr_schedule is None:

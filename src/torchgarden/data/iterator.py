@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -55,6 +56,9 @@ class DataIterator:
         self._iterator: Iterator[Any] | None = None
         self._exhausted = False
         self._skipped: set[tuple[int, int]] = set()
+        #: Seconds spent waiting for the loader's batches so far (host clock): the input
+        #: pipeline's share of a train loop (``throughput/data_wait_fraction``).
+        self.wait_seconds = 0.0
 
     @property
     def epoch(self) -> int:
@@ -142,7 +146,7 @@ class DataIterator:
             if skip:
                 # Resume without loading: the sampler drops the consumed samples.
                 self._sampler.set_start(min(skip * self._batch_size, len(self._sampler)))
-            return iter(self.loader)
+            return _Timed(iter(self.loader), self)
         self._set_epoch_if_possible()
         iterator = iter(self.loader)
         for _ in range(skip):
@@ -150,7 +154,7 @@ class DataIterator:
                 next(iterator)
             except StopIteration:
                 break
-        return iterator
+        return _Timed(iterator, self)
 
     def _set_epoch_if_possible(self) -> None:
         for owner in (self.loader, getattr(self.loader, "sampler", None)):
@@ -205,3 +209,22 @@ class DataIterator:
                 self._batches_in_epoch,
                 self._epoch,
             )
+
+
+class _Timed:
+    """A loader's iterator that adds the time each batch took to ``owner.wait_seconds``."""
+
+    __slots__ = ("_iterator", "_owner")
+
+    def __init__(self, iterator: Iterator[Any], owner: DataIterator) -> None:
+        self._iterator, self._owner = iterator, owner
+
+    def __iter__(self) -> _Timed:
+        return self
+
+    def __next__(self) -> Any:
+        start = time.perf_counter()
+        try:
+            return next(self._iterator)
+        finally:
+            self._owner.wait_seconds += time.perf_counter() - start

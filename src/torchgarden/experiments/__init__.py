@@ -11,6 +11,12 @@ from torchgarden.experiments.image_classification import (
     ImageClassificationModelConfig,
     image_classification,
 )
+from torchgarden.experiments.language_model import (
+    LanguageModelConfig,
+    LanguageModelDataConfig,
+    LanguageModelModelConfig,
+    language_model,
+)
 from torchgarden.experiments.multitask_digits import (
     CorruptedDigitsConfig,
     DigitParityConfig,
@@ -46,6 +52,10 @@ __all__ = [
     "SegmentationModelConfig",
     "SemanticSegmentationConfig",
     "semantic_segmentation",
+    "LanguageModelConfig",
+    "LanguageModelDataConfig",
+    "LanguageModelModelConfig",
+    "language_model",
     "RetinaNetConfig",
     "RetinaNetDataConfig",
     "retinanet",

@@ -2,5 +2,16 @@
 
 from torchgarden.loop.controller import Action, Controller
 from torchgarden.loop.logs import flatten_logs, to_host
+from torchgarden.loop.monitor import LoopMonitor
+from torchgarden.loop.profiler import ProfilerWindow
+from torchgarden.loop.throughput import ThroughputMeter
 
-__all__ = ["Controller", "Action", "to_host", "flatten_logs"]
+__all__ = [
+    "Action",
+    "Controller",
+    "LoopMonitor",
+    "ProfilerWindow",
+    "ThroughputMeter",
+    "flatten_logs",
+    "to_host",
+]

@@ -11,6 +11,9 @@ Differences from Orbit, on purpose:
   * With an integer ``steps_per_loop``, a loop that starts off a multiple of it (after a
     preemption checkpoint mid-loop) ends at the next multiple, so a resumed run writes
     its summaries at the same steps, over the same windows, as an uninterrupted one.
+  * Train summaries are also written at the last step; a restored (or initialised) run
+    has its summary managers forget what was written past its step (``resume_at``).
+  * Log lines carry an ETA and, with a ``ThroughputMeter``, examples/s and the data wait.
 """
 
 from __future__ import annotations
@@ -25,9 +28,16 @@ from typing import Any, Protocol
 from torchgarden.checkpoint import checkpoints_iterator
 from torchgarden.loop.arguments import check_arguments
 from torchgarden.loop.logs import format_output, to_host
-from torchgarden.loop.progress import ProgressBar, StepTimer
+from torchgarden.loop.monitor import LoopMonitor
+from torchgarden.loop.progress import ProgressBar
+from torchgarden.loop.summaries import (
+    default_managers,
+    recorded_logs,
+    resume_managers,
+    write_summaries,
+)
 from torchgarden.runtime.preemption import Preempted
-from torchgarden.summary import SummaryManager, SummaryManagerInterface
+from torchgarden.summary import SummaryManagerInterface
 from torchgarden.utils.logs import Logs
 
 __all__ = ["Controller", "Action"]
@@ -67,6 +77,8 @@ class Controller:
         print_logs: Print Orbit-format log lines to stdout (also sent to ``logging``).
         preemption: A ``runtime.PreemptionWatcher``; when it fires, the loop in progress
             ends, a checkpoint is saved and ``runtime.Preempted`` is raised.
+        monitor: A ``LoopMonitor`` with a ``ThroughputMeter`` (``throughput/*`` and
+            ``memory/*`` join the train logs) and a ``ProfilerWindow``. Default: steps/sec.
     """
 
     def __init__(
@@ -88,6 +100,7 @@ class Controller:
         progress_bar: bool | None = None,
         print_logs: bool = True,
         preemption: Any = None,
+        monitor: LoopMonitor | None = None,
     ) -> None:
         check_arguments(trainer, evaluator, steps_per_loop, summary_interval, global_step)
         self.trainer = trainer
@@ -101,37 +114,24 @@ class Controller:
         self.callbacks = list(callbacks)
         self.print_logs = print_logs
         self.preemption = preemption
+        self.monitor = monitor or LoopMonitor()
         self.stop_training = False
-        self._progress = ProgressBar(
-            sys.stdout.isatty() if progress_bar is None else bool(progress_bar)
+        self._progress = ProgressBar(sys.stdout.isatty() if progress_bar is None else progress_bar)
+        self.summary_manager, eval_manager = default_managers(
+            training=trainer is not None, evaluating=evaluator is not None,
+            summary_dir=summary_dir, eval_summary_dir=eval_summary_dir,
+            summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
+            current_step=self._current_step,
         )
-
-        if trainer is not None:
-            self.summary_manager = summary_manager or SummaryManager(
-                summary_dir, global_step=self._current_step
-            )
-        else:
-            self.summary_manager = summary_manager or SummaryManager(None)
-        if evaluator is not None:
-            eval_summary_dir = eval_summary_dir or summary_dir
-            if eval_summary_manager is not None:
-                self.eval_summary_manager = eval_summary_manager
-            elif eval_summary_dir == summary_dir and trainer is not None and summary_manager:
-                self.eval_summary_manager = self.summary_manager
-            else:
-                self.eval_summary_manager = SummaryManager(
-                    eval_summary_dir, global_step=self._current_step
-                )
-        self._step_timer: StepTimer | None = None
+        if eval_manager is not None:
+            self.eval_summary_manager = eval_manager
         self._eval_at: int | None = None  # The step train_and_evaluate evaluates at next.
-
-        for callback in self.callbacks:
-            set_controller = getattr(callback, "set_controller", None)
-            if set_controller is not None:
-                set_controller(self)
-
+        self._final_step: int | None = None  # The step training ends at (train_steps).
+        self._callbacks("set_controller", self)
         if self.checkpoint_manager is not None:
             self.restore_checkpoint()
+        elif trainer is not None:
+            self._resume_summaries(self._current_step())
 
     # ------------------------------------------------------------------ helpers
 
@@ -164,16 +164,7 @@ class Controller:
             if fn is not None:
                 fn(*args)
 
-    @staticmethod
-    def _write(manager: SummaryManagerInterface, output: Logs, step: int) -> None:
-        # torchgarden's own managers take the step explicitly, so one built without a
-        # global_step still writes at the right step; other implementations of the
-        # interface get Orbit's call and read the step themselves.
-        if isinstance(manager, SummaryManager):
-            manager.write_summaries(output, step=step)
-        else:
-            manager.write_summaries(output)
-        manager.flush()
+    _write = staticmethod(write_summaries)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -195,7 +186,12 @@ class Controller:
             self._callbacks("on_checkpoint_restored", self._current_step(), path)
         else:
             self._log("initialized model.")
+        if self.trainer is not None:
+            self._resume_summaries(self._current_step())
         return path
+
+    def _resume_summaries(self, step: int) -> None:
+        resume_managers([self.summary_manager, getattr(self, "eval_summary_manager", None)], step)
 
     def save_checkpoint(self) -> str | None:
         """Saves a checkpoint now (not interval-gated)."""
@@ -223,10 +219,17 @@ class Controller:
         """
         self._require("trainer", "train")
         current = self._current_step()
-        self._log(f"train | step: {current: 6d} | training until step {steps}...")
+        if current >= steps and self._final_step is None:
+            self._log(f"train | step: {current: 6d} | already at train_steps={steps}, "
+                      "nothing to train.")
+        else:
+            self._log(f"train | step: {current: 6d} | training until step {steps}...")
         self.stop_training = False
         self._callbacks("on_train_begin", current)
         self._progress.open(current, steps)
+        top_level = self._final_step is None
+        if top_level:
+            self._final_step = steps
         try:
             while current < steps and not self.stop_training:
                 num_steps = min(steps - current, self._loop_length(current))
@@ -236,6 +239,8 @@ class Controller:
                     self._maybe_save_checkpoint()
         finally:
             self._progress.close()
+            if top_level:
+                self._final_step = None
         if checkpoint_at_completion:
             self._maybe_save_checkpoint(check_interval=False)
         self._sync_checkpoints()
@@ -244,14 +249,14 @@ class Controller:
     def _loop_length(self, current: int) -> int:
         spl = self._steps_per_loop
         if callable(spl):
-            return int(spl(current))
-        return int(spl) - current % int(spl)  # Back onto the grid after a partial loop.
+            return self.monitor.loop_length(current, int(spl(current)))
+        # Back onto the grid after a partial loop.
+        return self.monitor.loop_length(current, int(spl) - current % int(spl))
 
     def _train_n_steps(self, num_steps: int) -> Logs:
-        if self._step_timer is None:
-            self._step_timer = StepTimer(self._current_step())
         current = self._current_step()
         self._callbacks("on_train_loop_begin", current)
+        self.monitor.begin(current, num_steps)
         train_output = self.trainer.train(num_steps) or {}  # type: ignore[union-attr]
         new_step = self._current_step()
         stopped_early = bool(getattr(self.trainer, "stopped_early", False))
@@ -264,13 +269,12 @@ class Controller:
         for action in self.train_actions:
             action(train_output)
         output = to_host(train_output)  # The one host sync of the loop.
-        steps_per_sec = self._step_timer.steps_per_second(new_step)
-        self._log(
-            f"train | step: {new_step: 6d} | steps/sec: {steps_per_sec: 6.1f} | "
-            f"output: {format_output(output)}"
-        )
-        output["steps_per_second"] = steps_per_sec
-        if self._should_write_train_summary(current, new_step):
+        rates, figures = self.monitor.end(current, new_step, self._final_step)
+        self._log(f"train | step: {new_step: 6d} | {rates}output: {format_output(output)}")
+        output.update(figures)
+        if self._current_step() < new_step:  # Blow-up recovery restored an earlier step.
+            self._resume_summaries(self._current_step())
+        elif self._should_write_train_summary(current, new_step):
             self._write(self.summary_manager, output, new_step)
         self._progress.update(new_step - current, output.get("training_loss"))
         preempted_mid_loop = stopped_early and getattr(self.preemption, "requested", False)
@@ -286,9 +290,10 @@ class Controller:
 
     def _should_write_train_summary(self, before: int, after: int) -> bool:
         # Written when the loop crossed a multiple of summary_interval (every loop when
-        # no interval is set).
+        # no interval is set), and at the last step of training.
         interval = self.summary_interval
-        return interval is None or after // interval > before // interval
+        return (interval is None or after // interval > before // interval
+                or after == self._final_step)
 
     # ------------------------------------------------------------------ evaluation
 
@@ -334,21 +339,37 @@ class Controller:
         self._require("trainer", "train_and_evaluate")
         self._require("evaluator", "train_and_evaluate")
         current = self._current_step()
+        if current >= train_steps:
+            self._log(f"train | step: {current: 6d} | already at train_steps={train_steps}, "
+                      "nothing to train.")
+            return self._final_evaluation(current, eval_steps)
         interval = eval_interval or max(train_steps - current, 1)
         output: Logs = {}
-        while current < train_steps and not self.stop_training:
-            target = min(current + interval, train_steps)
-            self._eval_at = target
-            try:
-                self.train(steps=target, checkpoint_at_completion=False)
-            finally:
-                self._eval_at = None
-            output = self.evaluate(steps=eval_steps)
-            self._maybe_save_checkpoint()
-            current = self._current_step()
+        self._final_step = train_steps
+        try:
+            while current < train_steps and not self.stop_training:
+                target = min(current + interval, train_steps)
+                self._eval_at = target
+                try:
+                    self.train(steps=target, checkpoint_at_completion=False)
+                finally:
+                    self._eval_at = None
+                output = self.evaluate(steps=eval_steps)
+                self._maybe_save_checkpoint()
+                current = self._current_step()
+        finally:
+            self._final_step = None
         self._maybe_save_checkpoint(check_interval=False)
         self._sync_checkpoints()
         return output
+
+    def _final_evaluation(self, step: int, eval_steps: int) -> Logs:
+        """The evaluation recorded at ``step`` (a finished run's), else a new one."""
+        logs = recorded_logs(self.eval_summary_manager, step)
+        if logs is None:
+            return self.evaluate(steps=eval_steps)
+        self._log(f" eval | step: {step: 6d} | recorded earlier | output: {format_output(logs)}")
+        return logs
 
     def evaluate_continuously(
         self,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["flatten_logs", "format_output", "to_host"]
+__all__ = ["flatten_logs", "format_output", "format_throughput", "to_host"]
 
 
 def to_host(logs: Any) -> Any:
@@ -76,3 +76,16 @@ def format_output(logs: dict[str, Any]) -> str:
     if "\n" in text:
         return "\n" + "\n".join("    " + line for line in text.splitlines())
     return text
+
+
+_SHOWN = (  # The throughput figures a train log line shows, in this order.
+    ("throughput/examples_per_second", "examples/sec: {:.1f} | "),
+    ("throughput/tokens_per_second", "tokens/sec: {:.0f} | "),
+    ("throughput/mfu", "mfu: {:.1%} | "),
+    ("throughput/data_wait_fraction", "data wait: {:.0%} | "),
+)
+
+
+def format_throughput(figures: dict[str, float]) -> str:
+    """The throughput part of a train log line (``examples/sec: 3200.0 | ...``), or ""."""
+    return "".join(text.format(figures[key]) for key, text in _SHOWN if key in figures)

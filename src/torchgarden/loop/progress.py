@@ -1,31 +1,11 @@
-"""What the Controller shows while it runs: steps/sec and a tqdm progress bar."""
+"""What the Controller shows while it runs: steps/sec, the ETA and a tqdm progress bar."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-__all__ = ["ProgressBar", "StepTimer"]
-
-
-class StepTimer:
-    """Steps per second between two readings of the global step.
-
-    Args:
-        step: The global step when timing starts.
-    """
-
-    def __init__(self, step: int) -> None:
-        self.start_step = step
-        self.start_time = time.perf_counter()
-
-    def steps_per_second(self, step: int, restart: bool = True) -> float:
-        """Rate since the start (or the last restart); restarts the clock by default."""
-        elapsed = time.perf_counter() - self.start_time
-        value = (step - self.start_step) / elapsed if elapsed > 0 else 0.0
-        if restart:
-            self.start_step, self.start_time = step, time.perf_counter()
-        return value
+__all__ = ["EtaClock", "FirstLoopNotice", "ProgressBar", "format_duration"]
 
 
 class ProgressBar:
@@ -70,3 +50,58 @@ class ProgressBar:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def format_duration(seconds: float) -> str:
+    """``3723.4`` -> ``"1:02:03"``."""
+    seconds = max(int(round(seconds)), 0)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class EtaClock:
+    """Time left to a target step at the average rate since the clock started.
+
+    The rate counts everything between loops (evaluations, checkpoints), so the
+    estimate is of wall time, as a batch job's log needs.
+
+    Args:
+        step: The global step when the clock starts.
+    """
+
+    def __init__(self, step: int) -> None:
+        self.start_step = step
+        self.start_time = time.perf_counter()
+
+    def seconds_left(self, step: int, target: int) -> float | None:
+        """Seconds until ``target``, or None before any step was timed or once there."""
+        done = step - self.start_step
+        elapsed = time.perf_counter() - self.start_time
+        if done <= 0 or elapsed <= 0 or step >= target:
+            return None
+        return (target - step) * elapsed / done
+
+
+class FirstLoopNotice:
+    """A callback that says the first train loop compiles (``torch.compile`` works on the
+    first call), and how long that loop took, so a quiet minute is not taken for a hang.
+
+    Args:
+        what: What the first loop does besides training, e.g. ``"torch.compile"``.
+    """
+
+    def __init__(self, what: str = "torch.compile") -> None:
+        self.what = what
+        self._start: float | None = None
+        self._done = False
+
+    def on_train_loop_begin(self, step: int) -> None:
+        if self._start is None and not self._done:
+            self._start = time.perf_counter()
+            print(f"torchgarden: step {step}: the first train loop runs {self.what} first "
+                  "(once per process; can take a minute)...", flush=True)
+
+    def on_train_loop_end(self, step: int, logs: Any = None) -> None:
+        if self._start is not None and not self._done:
+            self._done = True
+            print(f"torchgarden: first train loop (with {self.what}) took "
+                  f"{time.perf_counter() - self._start:.1f} s.", flush=True)

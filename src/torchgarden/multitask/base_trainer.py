@@ -56,6 +56,11 @@ class TaskIterators:
     def __iter__(self) -> TaskIterators:
         return self
 
+    @property
+    def wait_seconds(self) -> float:
+        """Seconds every task's steps have waited for batches (``DataIterator``'s clock)."""
+        return sum(iterator.wait_seconds for iterator in self.iterators.values())
+
     def __next__(self) -> dict[str, Any]:
         return {name: next(iterator) for name, iterator in self.iterators.items()}
 

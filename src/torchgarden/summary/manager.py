@@ -4,6 +4,8 @@ A summary manager turns the log dict that a train or eval loop returns into
 TensorBoard events. Nested dicts become sub-directories, so
 ``{"coco": {"AP": 0.3}}`` written by a manager rooted at ``model_dir/validation``
 lands in ``model_dir/validation/coco`` under the tag ``AP``, exactly as in Orbit.
+The same write hands its scalars (``coco/AP``) to the manager's trackers: the run's
+``metrics.jsonl``, MLflow, Weights & Biases (``summary.tracker.Tracker``).
 
 ``torch.utils.tensorboard`` is imported on the first write, so importing this
 module (and a manager that never writes) costs nothing.
@@ -13,17 +15,18 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from torchgarden.summary.tracker import Tracker
+
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
 __all__ = [
-    "ImageScalarSummaryManager",
     "SummaryFn",
     "SummaryManager",
     "SummaryManagerInterface",
@@ -59,6 +62,14 @@ class SummaryManagerInterface(abc.ABC):
     def flush(self) -> None:
         """Pushes buffered events to disk."""
 
+    def resume_at(self, step: int) -> None:
+        """The run (re)starts at ``step``: forget what was written past it.
+
+        A training Controller calls it once it has restored (or initialised) the model,
+        and again when blow-up recovery sends the run back. Default: nothing.
+        """
+        del step
+
 
 class _NullWriter:
     """A writer that accepts every ``add_*`` call and writes nothing."""
@@ -84,12 +95,10 @@ def _to_float(name: str, value: Any) -> float:
 
     Host sync for device tensors; called once per loop, never per step.
     """
-    if isinstance(value, bool | int | float | np.number | np.bool_):
-        return float(value)
+    number = _scalar_or_none(value)
+    if number is not None:
+        return number
     if isinstance(value, torch.Tensor | np.ndarray):
-        numel = value.size if isinstance(value, np.ndarray) else value.numel()
-        if numel == 1:
-            return float(value.reshape(()).item())  # sync point: once per summary write
         raise ValueError(
             f"summary '{name}' must be a scalar (a number or a 1-element array), got an "
             f"array of shape {tuple(value.shape)}; reduce it first or write it with a "
@@ -99,6 +108,31 @@ def _to_float(name: str, value: Any) -> float:
         f"summary '{name}' must be a number, a numpy scalar or a 1-element tensor, got "
         f"{type(value).__name__}; reduce it first or write it with a custom summary_fn."
     )
+
+
+def _scalar_or_none(value: Any) -> float | None:
+    """``value`` as a float when it is a number or a 1-element array, else None."""
+    if isinstance(value, bool | int | float | np.number | np.bool_):
+        return float(value)
+    if isinstance(value, torch.Tensor | np.ndarray):
+        numel = value.size if isinstance(value, np.ndarray) else value.numel()
+        if numel == 1:
+            return float(value.reshape(()).item())  # sync point: once per summary write
+    return None
+
+
+def _flat_scalars(summary_dict: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The scalar leaves of ``summary_dict`` as ``{"a/b": float}`` (images and arrays left out)."""
+    out: dict[str, float] = {}
+    for name, value in summary_dict.items():
+        key = f"{prefix}/{name}" if prefix else str(name)
+        if isinstance(value, Mapping):
+            out.update(_flat_scalars(value, key))
+        elif not str(name).startswith("image/"):
+            number = _scalar_or_none(value)
+            if number is not None:
+                out[key] = number
+    return out
 
 
 def scalar_summary(writer: Any, name: str, value: Any, step: int | None) -> None:
@@ -136,6 +170,11 @@ class SummaryManager(SummaryManagerInterface):
         global_step: The step recorded with each write: an int, a zero-argument
             callable returning the current step (what the Trainer passes), or None
             (step 0 unless ``write_summaries(..., step=)`` gives one). Defaults to None.
+        trackers: Also send every write's scalars (nested keys joined with ``/``) to
+            these: a ``MetricsFile``, an MLflow or W&B tracker. Defaults to none. With
+            trackers and no ``summary_dir`` the manager writes no event files.
+        split: What the trackers record the scalars under (``train``, ``validation``).
+            Defaults to the last part of ``summary_dir``.
     """
 
     def __init__(
@@ -143,16 +182,32 @@ class SummaryManager(SummaryManagerInterface):
         summary_dir: str | os.PathLike[str] | None,
         summary_fn: SummaryFn | None = None,
         global_step: int | Callable[[], int] | None = None,
+        *,
+        trackers: Sequence[Tracker] = (),
+        split: str | None = None,
     ) -> None:
         self._summary_dir = None if summary_dir is None else os.fspath(summary_dir)
         self._summary_fn = scalar_summary if summary_fn is None else summary_fn
         self._global_step = global_step
         self._writers: dict[str, SummaryWriter] = {}
+        self._trackers = tuple(trackers)
+        self._split = split or os.path.basename(os.path.normpath(self._summary_dir or "summary"))
+        self._purge_step: int | None = None
 
     @property
     def enabled(self) -> bool:
         """Whether this manager writes anything (False for a null manager)."""
-        return self._summary_dir is not None
+        return self._summary_dir is not None or bool(self._trackers)
+
+    @property
+    def trackers(self) -> tuple[Tracker, ...]:
+        """Where each write's scalars also go."""
+        return self._trackers
+
+    @property
+    def split(self) -> str:
+        """The name trackers record this manager's scalars under."""
+        return self._split
 
     @property
     def summary_dir(self) -> str | None:
@@ -179,7 +234,9 @@ class SummaryManager(SummaryManagerInterface):
             from torch.utils.tensorboard import SummaryWriter
 
             log_dir = os.path.join(self._summary_dir, key) if key else self._summary_dir
-            writer = SummaryWriter(log_dir=log_dir)
+            # After a resume, TensorBoard's reader hides what the interrupted run wrote
+            # at or past purge_step (SessionLog.START), so each step shows once.
+            writer = SummaryWriter(log_dir=log_dir, purge_step=self._purge_step)
             self._writers[key] = writer
         return writer
 
@@ -198,11 +255,16 @@ class SummaryManager(SummaryManagerInterface):
             step: Overrides the manager's ``global_step`` for this write.
                 Defaults to None (use ``global_step``).
         """
-        if self._summary_dir is None:
+        if not self.enabled:
             return
         if step is None:
             step = self.current_step()
-        self._write(summary_dict, "", int(step) if step is not None else None)
+        step = int(step) if step is not None else None
+        self._write(summary_dict, "", step)
+        if self._trackers and step is not None:
+            scalars = _flat_scalars(summary_dict)
+            for tracker in self._trackers:
+                tracker.log_scalars(self._split, step, scalars)
 
     def _write(self, summary_dict: Mapping[str, Any], relative_path: str, step: int | None) -> None:
         for name, value in summary_dict.items():
@@ -215,15 +277,36 @@ class SummaryManager(SummaryManagerInterface):
         self._summary_fn(writer, name, value, step)
 
     def flush(self) -> None:
-        """Flushes every writer created so far."""
+        """Flushes every writer created so far, and the trackers."""
         for writer in self._writers.values():
             writer.flush()
+        for tracker in self._trackers:
+            tracker.flush()
 
     def close(self) -> None:
         """Flushes and closes every writer; a later write opens new ones."""
         for writer in self._writers.values():
             writer.close()
         self._writers.clear()
+
+    def resume_at(self, step: int) -> None:
+        """Hides what was written past ``step`` from TensorBoard's reader (event files
+        opened from now on start with a ``purge_step`` of ``step + 1``) and has the
+        trackers drop or skip it, so a resumed run records each step once."""
+        self.close()
+        self._purge_step = int(step) + 1
+        for tracker in self._trackers:
+            tracker.resume_at(int(step))
+
+    def recorded(self, step: int) -> dict[str, Any] | None:
+        """The scalars a tracker that keeps them (the metrics file) holds for this
+        manager's split at ``step``, with ``a/b`` keys nested again; None if none does."""
+        for tracker in self._trackers:
+            read = getattr(tracker, "read", None)
+            row = read(self._split, step) if read is not None else None
+            if row is not None:
+                return _nest(row)
+        return None
 
     def __enter__(self) -> SummaryManager:
         return self
@@ -235,84 +318,17 @@ class SummaryManager(SummaryManagerInterface):
         return f"{type(self).__name__}(summary_dir={self._summary_dir!r})"
 
 
-_CHANNEL_SIZES = (1, 3, 4)
-
-
-def _to_nchw_images(name: str, value: Any, max_outputs: int) -> np.ndarray:
-    """Converts an image leaf to a uint8/float32 NCHW numpy batch of at most ``max_outputs``.
-
-    Host sync for device tensors; image summaries are written once per eval.
-    """
-    if isinstance(value, torch.Tensor):
-        value = value.detach()
-        if value.dtype in (torch.float16, torch.bfloat16, torch.bool):
-            value = value.float()
-        array = value.cpu().numpy()  # sync point: once per image summary
-    else:
-        array = np.asarray(value)
-    if array.dtype == np.bool_:
-        array = array.astype(np.float32)
-    shape = tuple(array.shape)
-    if array.ndim == 2:
-        array = array[None, None]
-    elif array.ndim == 3 and shape[-1] in _CHANNEL_SIZES:
-        array = array.transpose(2, 0, 1)[None]
-    elif array.ndim == 4 and shape[-1] in _CHANNEL_SIZES:
-        array = array.transpose(0, 3, 1, 2)
-    elif array.ndim == 4 and shape[1] in _CHANNEL_SIZES:
-        pass
-    else:
-        raise ValueError(
-            f"image summary '{name}' must be shaped [N,H,W,C], [N,C,H,W], [H,W,C] or [H,W] "
-            f"with C in {_CHANNEL_SIZES}, got shape {shape}."
-        )
-    if array.shape[1] == 4:
-        array = array[:, :3]  # TensorBoard's grid writer takes gray or RGB; drop alpha.
-    if array.dtype != np.uint8:
-        array = array.astype(np.float32, copy=False)
-    return array[:max_outputs]
-
-
-class ImageScalarSummaryManager(SummaryManager):
-    """A :class:`SummaryManager` that writes ``image/*`` leaves as TensorBoard images.
-
-    Leaves whose key starts with ``image/`` are written with ``add_images``: the
-    first ``max_outputs`` images of the batch are tiled into one grid image per
-    step. Everything else is written as a scalar.
-
-    Images may be numpy arrays or tensors, uint8 in [0, 255] or float in [0, 1],
-    shaped ``[N,H,W,C]``, ``[N,C,H,W]``, ``[H,W,C]`` or ``[H,W]``; the layout is
-    channels-last when the last dimension is 1, 3 or 4. An alpha channel is dropped.
-
-    Example:
-        >>> manager = ImageScalarSummaryManager("/tmp/run/validation", max_outputs=4)
-        >>> manager.write_summaries({"AP": 0.31, "image/detections": images}, step=100)
-
-    Args:
-        summary_dir: Root directory of the event files, or None to disable writing.
-        max_outputs: The most images of one batch written per step. Defaults to 20.
-        global_step: As in :class:`SummaryManager`. Defaults to None.
-    """
-
-    def __init__(
-        self,
-        summary_dir: str | os.PathLike[str] | None,
-        max_outputs: int = 20,
-        global_step: int | Callable[[], int] | None = None,
-    ) -> None:
-        if not isinstance(max_outputs, int) or isinstance(max_outputs, bool) or max_outputs < 1:
-            raise ValueError(f"max_outputs must be a positive int, got {max_outputs!r}.")
-        super().__init__(summary_dir, scalar_summary, global_step)
-        self._max_outputs = max_outputs
-
-    @property
-    def max_outputs(self) -> int:
-        """The most images of one batch written per step."""
-        return self._max_outputs
-
-    def _write_leaf(self, writer: Any, name: str, value: Any, step: int | None) -> None:
-        if name.startswith("image/"):
-            images = _to_nchw_images(name, value, self._max_outputs)
-            writer.add_images(name, images, global_step=step, dataformats="NCHW")
-        else:
-            self._summary_fn(writer, name, value, step)
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a/b": 1}`` -> ``{"a": {"b": 1}}`` (the inverse of the trackers' keys)."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split("/")
+        node = out
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):  # "a" and "a/b" both present: keep "a/b" flat.
+                node, leaf = out, key
+                break
+            node = child
+        node[leaf] = value
+    return out

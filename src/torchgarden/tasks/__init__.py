@@ -5,6 +5,7 @@ from torchgarden.config.multitask import MultiTaskConfig
 from torchgarden.multitask import MultiTask
 from torchgarden.registry import register_task
 from torchgarden.tasks.image_classification import ImageClassificationTask
+from torchgarden.tasks.language_model import LanguageModelTask
 from torchgarden.tasks.multitask_digits import (
     CorruptedDigitsTask,
     DigitParityTask,
@@ -18,5 +19,5 @@ from torchgarden.tasks.toy import ToyRegressionTask
 register_task(MultiTaskConfig)(MultiTask)
 
 __all__ = ["ImageClassificationTask", "ToyRegressionTask", "SemanticSegmentationTask",
-           "RetinaNetTask", "CorruptedDigitsTask", "DigitParityTask", "DigitsMultiTask",
-           "ShapePresenceTask", "ShapesMultiTask"]
+           "RetinaNetTask", "LanguageModelTask", "CorruptedDigitsTask", "DigitParityTask",
+           "DigitsMultiTask", "ShapePresenceTask", "ShapesMultiTask"]

@@ -20,7 +20,13 @@ from torch.nn.parallel import DistributedDataParallel
 from torchgarden import distribute, optim
 from torchgarden.checkpoint import BestCheckpointExporter
 from torchgarden.compile import compiled_train_step
-from torchgarden.config import ConfigError, DataConfig, ExperimentConfig, TrainerConfig
+from torchgarden.config import (
+    ConfigError,
+    DataConfig,
+    ExperimentConfig,
+    OptimizationConfig,
+    TrainerConfig,
+)
 from torchgarden.core import StepFunction, Task, Trainer
 from torchgarden.data import InputContext
 from torchgarden.runtime import RuntimeContext, autocast_forward, setup_runtime
@@ -34,6 +40,7 @@ __all__ = [
     "build_forward_model",
     "build_inputs",
     "create_trainer",
+    "optimizer_config_for",
     "maybe_create_best_ckpt_exporter",
 ]
 
@@ -97,7 +104,7 @@ def create_trainer(
         eval_data=build_eval_inputs(task, params.task.validation_data, runtime) if evaluate else None,
         train_metrics=task.build_metrics(training=True) if train else (),
         eval_metrics=build_eval_metrics(task, params.task.validation_data) if evaluate else (),
-        lr_schedule=optim.build_learning_rate(cfg.optimizer_config) if train else None,
+        lr_schedule=optim.build_learning_rate(optimizer_config_for(params)) if train else None,
         ema=build_ema(cfg, model) if train else None,
         step_fn=step_fn,
         forward_model=forward_model,
@@ -114,7 +121,8 @@ def create_trainer(
 def _create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
     """``task.create_optimizer`` after checking the schedule; torch's refusals name the key."""
     cfg = params.trainer
-    schedule = optim.build_learning_rate(cfg.optimizer_config)
+    optimizer_config = optimizer_config_for(params)
+    schedule = optim.build_learning_rate(optimizer_config)
     for step in sorted({0, cfg.train_steps // 2, cfg.train_steps}):
         rate = float(schedule(step))
         if not (math.isfinite(rate) and rate >= 0):
@@ -125,7 +133,7 @@ def _create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) ->
                 key="trainer.optimizer_config.learning_rate",
             )
     try:
-        return task.create_optimizer(cfg.optimizer_config, model, params.runtime)
+        return task.create_optimizer(optimizer_config, model, params.runtime)
     except ValueError as e:
         if isinstance(e, ConfigError) or not str(e).startswith("Invalid "):
             raise
@@ -134,6 +142,21 @@ def _create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) ->
             f"trainer.optimizer_config.optimizer.{kind}: torch refuses a setting ({e})",
             key=f"trainer.optimizer_config.optimizer.{kind}",
         ) from e
+
+
+def optimizer_config_for(params: ExperimentConfig) -> OptimizationConfig:
+    """``trainer.optimizer_config`` with a ``decay_steps`` of -1 resolved to the run's
+    length: ``trainer.train_steps`` minus the schedule's ``offset``."""
+    config = params.trainer.optimizer_config
+    kind = getattr(config.learning_rate, "type", None)
+    schedule = getattr(config.learning_rate, kind, None) if kind else None
+    if getattr(schedule, "decay_steps", None) != -1:
+        return config
+    config = config.copy()
+    schedule = getattr(config.learning_rate, kind)
+    offset = int(getattr(schedule, "offset", 0) or 0)
+    schedule.decay_steps = max(params.trainer.train_steps - offset, 1)
+    return config
 
 
 def build_forward_model(model: nn.Module, runtime: RuntimeContext, optimizer: Any) -> nn.Module:

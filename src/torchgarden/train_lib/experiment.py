@@ -271,7 +271,7 @@ def _run(
     reuse_final_eval = mode in ("train_and_eval", "continuous_train_and_eval") and eval_logs
     if (run_post_eval or mode == "train_and_post_eval") and not reuse_final_eval:
         eval_logs = controller.evaluate(steps=params.trainer.validation_steps)
-    for callback in callbacks:
+    for callback in controller.callbacks:  # The given ones and those wiring added.
         on_end = getattr(callback, "on_experiment_end", None)
         if on_end is not None:
             on_end(eval_logs)

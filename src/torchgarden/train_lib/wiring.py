@@ -18,9 +18,17 @@ from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
 from torchgarden.export import start_export
 from torchgarden.loop import Controller
+from torchgarden.loop.progress import FirstLoopNotice
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
-from torchgarden.summary import ImageScalarSummaryManager, SummaryManager, SummaryManagerInterface
+from torchgarden.summary import SummaryManager, SummaryManagerInterface
 from torchgarden.train_lib.model_dir import EVAL_SUBDIR
+from torchgarden.train_lib.observability import (
+    TrackersClosed,
+    build_loop_monitor,
+    build_summary_managers,
+    build_trackers,
+    warn_if_schedule_ends_early,
+)
 from torchgarden.utils.files import atomic_write_text
 
 __all__ = [
@@ -132,7 +140,13 @@ def build_controller(
 ) -> Controller:
     """The Controller for ``mode``; it restores the latest checkpoint (or initialises).
 
-    ``evaluator`` evaluates (default: the trainer), e.g. a ``MultiTaskEvaluator``."""
+    ``evaluator`` evaluates (default: the trainer), e.g. a ``MultiTaskEvaluator``.
+
+    Training modes also get the observers of docs/observability.md: trackers (their run
+    ids join the checkpoint, and a ``TrackersClosed`` callback ends their runs with the
+    experiment), throughput, the profiler window, the compile notice, and a warning
+    when the learning-rate schedule ends before ``train_steps``.
+    """
     cfg = params.trainer
     chief = trainer.runtime.is_chief
     write = save_summary and chief
@@ -142,13 +156,24 @@ def build_controller(
     evaluations = os.path.join(model_dir, cfg.validation_summary_subdir) if training else (
         os.path.join(model_dir, EVAL_SUBDIR))
     eval_dir = evaluations if write else None
+    trackers = build_trackers(params, model_dir) if training and save_summary else []
+    for tracker in trackers:  # On every rank: checkpoints hold the same items everywhere.
+        trainer.checkpoint.add_optional(**{f"tracker_{tracker.name}": tracker})
     if not write:
         summary_manager = SummaryManager(None)
         eval_summary_manager = SummaryManager(None)
-    elif eval_summary_manager is None and params.task.allow_image_summary:
-        eval_summary_manager = ImageScalarSummaryManager(
-            eval_dir, global_step=lambda: int(trainer.global_step)
-        )
+    else:
+        default_train, default_eval = build_summary_managers(
+            params, trainer, model_dir=model_dir, eval_dir=eval_dir, training=training,
+            trackers=trackers)
+        summary_manager = summary_manager or default_train
+        eval_summary_manager = eval_summary_manager or default_eval
+        if trackers:
+            callbacks = [*callbacks, TrackersClosed(trackers)]
+    if training and chief:
+        warn_if_schedule_ends_early(params)
+        if params.runtime.enable_xla:
+            callbacks = [*callbacks, FirstLoopNotice("torch.compile")]
     return Controller(
         global_step=trainer.global_step,
         trainer=trainer if training else None,
@@ -166,4 +191,5 @@ def build_controller(
         progress_bar=cfg.progress_bar if chief else False,
         print_logs=chief,
         preemption=preemption,
+        monitor=build_loop_monitor(params, trainer, model_dir) if training else None,
     )

@@ -27,7 +27,9 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +151,9 @@ def generate_shapes_dataset(
     if _is_complete(root, args):
         return splits
     root.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    print(f"torchgarden: generating the shapes dataset ({num_train} + {num_validation} images "
+          f"of {image_size}x{image_size}) in {root}; once, later runs reuse it...", flush=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.tmp-", dir=root.parent))
     try:
         counts = {"train": num_train, "validation": num_validation}
@@ -158,6 +163,8 @@ def generate_shapes_dataset(
                 image_size=image_size, num_classes=num_classes, max_objects=max_objects,
             )
         (staging / "DONE").write_text(json.dumps(args, indent=2, sort_keys=True) + "\n")
+        print(f"torchgarden: shapes dataset written in {time.perf_counter() - start:.1f} s.",
+              flush=True)
         try:
             os.rename(staging, root)
         except OSError:
@@ -215,13 +222,16 @@ def _write_split(
 ) -> None:
     from PIL import Image
     from pycocotools import mask as mask_utils
+    from tqdm.auto import tqdm
 
     images_dir, masks_dir = split_dir / "images", split_dir / "masks"
     images_dir.mkdir(parents=True)
     masks_dir.mkdir()
     coco_images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
-    for index in range(num_images):
+    bar = tqdm(range(num_images), desc=f"generating {split_dir.name}", unit="image",
+               disable=not sys.stderr.isatty(), leave=False)  # A bar on a terminal only.
+    for index in bar:
         rng = np.random.default_rng([seed, split_index, index])
         image, class_mask, instances = draw_shapes_image(
             rng, image_size=image_size, num_classes=num_classes, max_objects=max_objects

@@ -96,8 +96,8 @@ def test_train_runs_to_an_absolute_step_in_loops():
 def test_summary_interval_really_sets_the_write_cadence():
     controller, step, _, _, summaries, _ = make(steps_per_loop=10, summary_interval=30)
     controller.train(100)
-    # Written when a loop crosses a multiple of 30.
-    assert [s for s, _ in summaries.written] == [30, 60, 90]
+    # Written when a loop crosses a multiple of 30, and at the last step.
+    assert [s for s, _ in summaries.written] == [30, 60, 90, 100]
     assert "steps_per_second" in summaries.written[0][1]
     assert summaries.written[0][1]["training_loss"] == pytest.approx(1 / 30)
 

@@ -1,0 +1,160 @@
+"""Configs become the run's observers: summary managers and trackers, the loop monitor
+(throughput, profiler window), the compile notice and the learning-rate check.
+
+See docs/observability.md. ``build_controller`` (``wiring``) calls these.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from torchgarden import optim
+from torchgarden.config import ExperimentConfig
+from torchgarden.core import Trainer
+from torchgarden.loop import LoopMonitor, ProfilerWindow, ThroughputMeter
+from torchgarden.loop.flops import FirstBatchFlops
+from torchgarden.loop.throughput import peak_flops_per_device
+from torchgarden.summary import (
+    METRICS_FILE,
+    ImageScalarSummaryManager,
+    MetricsFile,
+    SummaryManager,
+    Tracker,
+)
+from torchgarden.train_lib.builders import optimizer_config_for
+
+__all__ = [
+    "TrackersClosed",
+    "build_loop_monitor",
+    "build_summary_managers",
+    "build_trackers",
+    "schedule_end_step",
+    "warn_if_schedule_ends_early",
+]
+
+_logger = logging.getLogger("torchgarden")
+
+
+def build_trackers(params: ExperimentConfig, model_dir: str) -> list[Tracker]:
+    """The MLflow / W&B trackers of ``runtime.trackers`` (imported on first use)."""
+    runtime, name = params.runtime, os.path.basename(os.path.abspath(model_dir))
+    trackers: list[Tracker] = []
+    if "mlflow" in runtime.trackers:
+        from torchgarden.summary.mlflow_tracker import MlflowTracker
+
+        cfg = runtime.mlflow
+        trackers.append(MlflowTracker(
+            tracking_uri=cfg.tracking_uri, experiment_name=cfg.experiment_name,
+            run_name=cfg.run_name or name, tags={"model_dir": os.path.abspath(model_dir)}))
+    if "wandb" in runtime.trackers:
+        from torchgarden.summary.wandb_tracker import WandbTracker
+
+        cfg = runtime.wandb
+        trackers.append(WandbTracker(directory=model_dir, project=cfg.project,
+                                     entity=cfg.entity, mode=cfg.mode,
+                                     run_name=cfg.run_name or name))
+    for tracker in trackers:
+        tracker.log_params(params.as_dict())
+    return trackers
+
+
+class TrackersClosed:
+    """A callback that ends the trackers' runs when the experiment ends."""
+
+    def __init__(self, trackers: list[Tracker]) -> None:
+        self.trackers = trackers
+
+    def on_experiment_end(self, logs: Any = None) -> None:
+        for tracker in self.trackers:
+            tracker.close()
+
+
+def build_summary_managers(
+    params: ExperimentConfig, trainer: Trainer, *, model_dir: str, eval_dir: str,
+    training: bool, trackers: list[Tracker],
+) -> tuple[SummaryManager, SummaryManager]:
+    """The train and eval managers: TensorBoard (``runtime.trackers``), the metrics file
+    (``trainer.metrics_file``) and the trackers, all fed by the same writes.
+
+    A training run records into ``model_dir/metrics.jsonl``; an evaluation job (never
+    writing where a trainer writes) into ``<eval_dir>/metrics.jsonl``.
+    """
+    cfg = params.trainer
+    sinks: list[Tracker] = list(trackers) if training else []
+    if cfg.metrics_file:
+        directory = model_dir if training else eval_dir
+        sinks.insert(0, MetricsFile(os.path.join(directory, METRICS_FILE)))
+    tensorboard = "tensorboard" in params.runtime.trackers
+    step = trainer.global_step.__int__
+    train = SummaryManager(os.path.join(model_dir, "train") if tensorboard else None,
+                           global_step=step, trackers=sinks, split="train")
+    eval_split = os.path.basename(os.path.normpath(eval_dir))
+    eval_cls = ImageScalarSummaryManager if params.task.allow_image_summary else SummaryManager
+    evaluation = eval_cls(eval_dir if tensorboard else None, global_step=step, trackers=sinks,
+                          split=eval_split)
+    return train, evaluation
+
+
+def build_loop_monitor(params: ExperimentConfig, trainer: Trainer, model_dir: str) -> LoopMonitor:
+    """``trainer.log_throughput`` and ``trainer.profile_steps`` as a ``LoopMonitor``."""
+    cfg, runtime = params.trainer, trainer.runtime
+    throughput = None
+    if cfg.log_throughput:
+        batch = params.task.train_data.global_batch_size
+        examples = batch * cfg.gradient_accumulation_steps
+        peak = params.runtime.peak_flops or peak_flops_per_device(runtime.device)
+        flops: Any = trainer.task.flops_per_example
+        if flops is None and peak and examples and not params.runtime.enable_xla:
+            flops = FirstBatchFlops(trainer.unwrapped_model, batch // runtime.world_size)
+        throughput = ThroughputMeter(
+            examples_per_step=examples, tokens_per_example=trainer.task.tokens_per_example,
+            flops_per_example=flops, peak_flops=peak * runtime.world_size if peak else None,
+            data_wait=lambda: trainer.data_wait_seconds, device=runtime.device,
+        )
+    profiler = None
+    if cfg.profile_steps:
+        first, last = cfg.profile_steps
+        profiler = ProfilerWindow(first_step=first, last_step=last,
+                                  trace_dir=os.path.join(model_dir, "profile"),
+                                  cuda=runtime.device.type == "cuda",
+                                  worker_name=f"rank{runtime.rank}")
+    return LoopMonitor(throughput, profiler)
+
+
+def schedule_end_step(schedule: Any) -> int | None:
+    """The step after which a decaying schedule (cosine, polynomial without ``cycle``)
+    stays at its final rate, looking through warmup wrappers; None if it never ends."""
+    seen = 0
+    while schedule is not None and seen < 8:
+        steps = getattr(schedule, "decay_steps", None)
+        if steps is not None and type(schedule).__name__ in ("CosineDecay", "PolynomialDecay"):
+            if getattr(schedule, "cycle", False):
+                return None
+            return int(steps) + int(getattr(schedule, "offset", 0) or 0)
+        schedule = getattr(schedule, "after", None) or getattr(schedule, "schedule", None)
+        seen += 1
+    return None
+
+
+def warn_if_schedule_ends_early(params: ExperimentConfig) -> str | None:
+    """Warns (once, at the start) when the learning-rate decay ends before
+    ``trainer.train_steps``; returns the message, or None."""
+    cfg = params.trainer
+    try:
+        schedule = optim.build_learning_rate(optimizer_config_for(params))
+    except (ValueError, TypeError):
+        return None  # The trainer reports a bad schedule itself.
+    end = schedule_end_step(schedule)
+    if end is None or end >= cfg.train_steps:
+        return None
+    kind = cfg.optimizer_config.learning_rate.type
+    message = (
+        f"the learning-rate schedule ends at step {end} (trainer.optimizer_config."
+        f"learning_rate.{kind}.decay_steps), before trainer.train_steps={cfg.train_steps}: "
+        f"steps {end + 1}-{cfg.train_steps} train at the final rate {schedule(end):.3g}. Set "
+        f"decay_steps={cfg.train_steps}, or -1 to follow trainer.train_steps."
+    )
+    _logger.warning(message)
+    return message
