@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 
+import numpy
 import pytest
 
 from torchgarden import callbacks, get_experiment, get_task
 from torchgarden.cli.main import main
+from torchgarden.summary import read_metrics
 from torchgarden.train_lib import run_experiment
 
 SHORT = ("trainer.train_steps=20,trainer.steps_per_loop=5,trainer.summary_interval=5,"
@@ -58,6 +60,12 @@ def test_named_validation_sets_each_read_back_from_tensorboard(tmp_path):
     with open(os.path.join(model_dir, "best_ckpt", "info.json")) as f:
         info = json.load(f)
     assert info["held_out"]["accuracy"] == pytest.approx(best[20], abs=1e-7)
+    rows = [r for r in read_metrics(os.path.join(model_dir, "metrics.jsonl"))
+            if r["split"] == "validation"]
+    assert [r["step"] for r in rows] == [10, 20]
+    for name in ("seen", "held_out"):  # metrics.jsonl holds what TensorBoard holds.
+        found = scalars(os.path.join(validation, name))["accuracy"]
+        assert [numpy.float32(r[f"{name}/accuracy"]) for r in rows] == [found[10], found[20]]
 
 
 def test_one_validation_set_keeps_the_flat_layout(tmp_path, capsys):
