@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import nn
@@ -127,7 +127,9 @@ class MultiTaskEvaluator:
         """Runs each task's evaluation (``eval_steps[name]`` steps, else ``num_steps``;
         -1: the whole set) and returns ``{task name: logs}``."""
         results: Logs = {}
-        with self._ema_weights():
+        averaged = self._ema.average_weights() if self._ema is not None else (
+            contextlib.nullcontext())
+        with averaged:
             for name, evaluator in self._evaluators.items():
                 steps = self._eval_steps.get(name) or num_steps
                 results[name] = evaluator.evaluate(steps)
@@ -135,14 +137,3 @@ class MultiTaskEvaluator:
                         self._global_step.value)
         self._model.train()
         return results
-
-    @contextlib.contextmanager
-    def _ema_weights(self) -> Iterator[None]:
-        if self._ema is None:
-            yield
-            return
-        self._ema.swap_weights()
-        try:
-            yield
-        finally:
-            self._ema.swap_weights()
