@@ -92,7 +92,9 @@ def test_multitask_cli_run_writes_each_task_under_its_name(tmp_path, capsys):
     with open(os.path.join(model_dir, "best_ckpt", "info.json")) as f:
         info = json.load(f)
     assert info["best_ckpt_global_step"] == best_step
-    assert "final eval: best_digits/accuracy=" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "final eval: digits/accuracy=" in out and "parity/accuracy=" in out
+    assert "best_digits/accuracy=" in out
 
 
 def test_multitask_eval_cli_run_evaluates_one_model_with_each_task(tmp_path, capsys):
@@ -146,3 +148,53 @@ def test_bad_multitask_configs_fail_in_one_line_with_exit_2(capsys, tmp_path, ov
     assert len(err.splitlines()) == 1 and err.startswith("torchgarden: error: "), err
     assert expected in err
     assert not os.path.exists(model_dir) or os.listdir(model_dir) == []
+
+
+def test_multitask_shapes_shares_one_encoder_between_segmentation_and_presence(tmp_path):
+    params = get_experiment("multitask_shapes")
+    tiny = {"generated_data": {"data_dir": str(tmp_path / "data"), "num_train": 16,
+                               "num_validation": 8, "image_size": 16},
+            "train_data": {"global_batch_size": 4, "output_size": [16, 16]},
+            "validation_data": {"global_batch_size": 8}}
+    routine = {"task_config": tiny}
+    params.override({"task": {"model": {"widths": [4, 8]}, "task_routines": [routine, routine]},
+                     "trainer": {"train_steps": 4, "steps_per_loop": 2, "summary_interval": 2,
+                                 "validation_interval": 4, "checkpoint_interval": 4,
+                                 "progress_bar": False},
+                     "runtime": {"device": "cpu"}})
+    model_dir = str(tmp_path / "run")
+    model, logs = run_experiment(task=get_task(params.validate().task), mode="train_and_eval",
+                                 params=params, model_dir=model_dir)
+
+    assert params.task.allow_image_summary  # The segmentation routine writes images.
+    segmentation, shapes = model.sub_tasks["segmentation"], model.sub_tasks["shapes"]
+    assert shapes.encoder is segmentation.encoder
+    assert set(logs) == {"segmentation", "shapes", "best_segmentation/mean_iou"}
+    assert {"mean_iou", "pixel_accuracy"} <= set(logs["segmentation"])
+    assert 0.0 <= logs["shapes"]["accuracy"] <= 1.0
+    validation = os.path.join(model_dir, "validation")
+    assert subdirectories(validation) == ["segmentation", "shapes"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    images = EventAccumulator(os.path.join(validation, "segmentation"))
+    images.Reload()
+    assert {"image/input", "image/prediction"} <= set(images.Tags()["images"])
+    assert set(scalars(os.path.join(validation, "shapes"))) == {"accuracy", "validation_loss"}
+
+
+def test_run_experiment_with_multitask_eval_evaluates_the_trained_model_with_each_task(
+        tmp_path):
+    from torchgarden.tasks import CorruptedDigitsTask, ImageClassificationTask
+    from torchgarden.train_lib import run_experiment_with_multitask_eval
+
+    params = get_experiment("multitask_digits_eval")
+    params.override(SHORT).override({"task": {"model": {"hidden_sizes": [16]}}})
+    clean, noisy = (routine.task_config for routine in params.validate().eval_tasks[:2])
+    eval_tasks = [ImageClassificationTask(clean, name="clean"),
+                  CorruptedDigitsTask(noisy, name="noisy")]
+    model, logs = run_experiment_with_multitask_eval(
+        train_task=get_task(params.task), eval_tasks=eval_tasks, mode="train_and_eval",
+        params=params, model_dir=str(tmp_path / "run"), eval_steps={"noisy": 1})
+    assert set(logs) == {"clean", "noisy", "best_noisy/accuracy"}
+    assert subdirectories(str(tmp_path / "run" / "validation")) == ["clean", "noisy"]
+    assert logs["clean"]["accuracy"] > logs["noisy"]["accuracy"]

@@ -159,6 +159,7 @@ def _command_run(args: argparse.Namespace) -> int:
     from torchgarden.train_lib import run_experiment
     from torchgarden.train_lib.model_dir import EVAL_SUBDIR, check_model_dir
     from torchgarden.train_lib.run_lock import run_lock
+    from torchgarden.utils.logs import flatten
 
     model_dir = check_model_dir(args.model_dir, params, training=training)
     runtime = setup_runtime(params.runtime)
@@ -185,7 +186,8 @@ def _command_run(args: argparse.Namespace) -> int:
     if runtime.is_chief:
         print(f"torchgarden: done. Results in {os.path.abspath(model_dir)} "
               f"(TensorBoard: tensorboard --logdir {model_dir})", flush=True)
-        shown = {k: v for k, v in to_host(eval_logs).items() if isinstance(v, (int, float))}
+        shown = {k: v for k, v in flatten(to_host(eval_logs)).items()  # Sets, tasks: a/b.
+                 if isinstance(v, (int, float))}
         if shown:
             print("torchgarden: final eval: " + ", ".join(
                 f"{k}={v:.4f}" for k, v in shown.items()), flush=True)
