@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from torchgarden.config import _classes
 from torchgarden.config._classes import TYPE_KEY
+from torchgarden.config._named_sets import named_configs_first
 from torchgarden.config._text import format_type, show
 from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
 
@@ -239,7 +240,7 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
         raise _mismatch(value, tp, path)
     members = [arg for arg in args if arg is not NoneType]
     if isinstance(value, Mapping):
-        members, value = _named_configs_first(value, members)
+        members, value = named_configs_first(value, members, field_spec)
         if get_origin(members[0]) in (dict, Mapping) and _classes.is_config_class(type(current)):
             # Named sets replacing one config each start from a copy of it.
             current = {key: copy.deepcopy(current) for key in value}
@@ -253,32 +254,6 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
             if error.key != path:
                 raise
     raise _mismatch(value, tp, path)
-
-
-def _named_configs_first(value: Mapping[Any, Any], members: list[Any]) -> tuple[list[Any], Any]:
-    """Orders ``C | dict[str, C]`` for a mapping: one of C's fields (or ``_type``) makes it a
-    C; otherwise, when every value is a mapping (or a dotted key names one), it is a dict of
-    C by name, e.g. ``validation_data: {clean: {...}, noisy: {...}}``.
-
-    Returns:
-        The members to try in order, and the value (dotted keys nested for the dict).
-    """
-    named = [m for m in members if get_origin(m) in (dict, Mapping) and len(get_args(m)) == 2
-             and _classes.is_config_class(get_args(m)[1])]
-    if not named or not value or TYPE_KEY in value:
-        return members, value
-    fields = {name for m in members if _classes.is_config_class(m) for name in field_spec(m).names}
-    heads = [str(key).partition(".")[0] for key in value]
-    if any(head in fields for head in heads):
-        return members, value
-    if not all("." in str(key) or isinstance(item, Mapping) or _classes.is_config_class(type(item))
-               for key, item in value.items()):
-        return members, value
-    nested: dict[str, Any] = {}
-    for key, item in value.items():
-        head, dot, rest = str(key).partition(".")
-        nested[head] = {**nested.get(head, {}), rest: item} if dot else item
-    return named + [m for m in members if m not in named], nested
 
 
 def _retyped(value: Any, member: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:

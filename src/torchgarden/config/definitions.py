@@ -11,6 +11,7 @@ import re
 import signal
 from collections.abc import Iterable
 
+from torchgarden.config._named_sets import named_sets_annotation
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.config.optimization import OptimizationConfig
@@ -120,12 +121,9 @@ class TaskConfig(Config):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("__annotations__", {})
-        data = own.get("validation_data")
-        if isinstance(data, str) and "dict[" not in data:  # Named sets of the same class.
-            own["validation_data"] = f"{data} | dict[str, {data}]"
-        elif isinstance(data, type):
-            own["validation_data"] = data | dict[str, data]  # type: ignore[operator]
+        own = cls.__dict__.get("__annotations__", {})  # Named sets of a subclass' data too.
+        if "validation_data" in own:
+            own["validation_data"] = named_sets_annotation(own["validation_data"])
 
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""
