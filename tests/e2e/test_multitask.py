@@ -198,3 +198,13 @@ def test_run_experiment_with_multitask_eval_evaluates_the_trained_model_with_eac
     assert set(logs) == {"clean", "noisy", "best_noisy/accuracy"}
     assert subdirectories(str(tmp_path / "run" / "validation")) == ["clean", "noisy"]
     assert logs["clean"]["accuracy"] > logs["noisy"]["accuracy"]
+
+
+def test_a_multi_eval_experiment_trains_alone_in_train_mode(tmp_path, capsys):
+    model_dir = str(tmp_path / "run")
+    assert main(["train", "--experiment", "multitask_digits_eval", "--mode", "train",
+                 "--model_dir", model_dir, "--params_override", SHORT]) == 0
+    assert not os.path.exists(os.path.join(model_dir, "validation"))
+    assert main(["eval", "--model_dir", model_dir]) == 0  # Then the eval tasks, under eval/.
+    assert subdirectories(os.path.join(model_dir, "eval")) == ["best_ckpt", "clean", "noisy",
+                                                              "occluded"]

@@ -113,8 +113,9 @@ def _digits_data(task: type[ImageClassificationConfig], **fields: object) -> Ima
 
 @register_experiment("multitask_digits")
 def multitask_digits() -> MultiTaskExperimentConfig:
-    """Digit + parity heads on one backbone, interleaved (proportional to the weights):
-    ≥0.95 digit and ≥0.95 parity accuracy in a few seconds on a CPU."""
+    """Digit + parity heads on one backbone, interleaved (proportional to the weights).
+    Measured: 0.967 digit and 0.964 parity accuracy, 20 s for the whole command on two
+    shared CPU cores (docs/multitask.md)."""
     trainer = adam_cosine_trainer(train_steps=2000, steps_per_loop=100, learning_rate=3e-3,
                                   warmup_steps=50, best_metric="digits/accuracy")
     return MultiTaskExperimentConfig(

@@ -148,7 +148,8 @@ def run_experiment(
         )
     if training:
         check_resume_compatible(params, model_dir, checkpoint=resumed)
-        check_best_metric(params, task, evaluator)
+        if evaluating or not isinstance(params, MultiEvalExperimentConfig):
+            check_best_metric(params, task, evaluator)  # (Its eval tasks run only then.)
         if trainer.optimizer is not None and "optimizer" in trainer.checkpoint:
             trainer.checkpoint.add(
                 optimizer=ConfiguredOptimizer(trainer.optimizer, trainer.checkpoint["optimizer"])
