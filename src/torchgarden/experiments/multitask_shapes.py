@@ -50,7 +50,8 @@ def _shapes_task(task: type[SemanticSegmentationConfig]) -> SemanticSegmentation
     return task(
         train_data=SegmentationDataConfig(
             is_training=True, global_batch_size=16, split="train", seed=0,
-            output_size=[64, 64], aug_rand_hflip=True),
+            output_size=[64, 64], aug_rand_hflip=True, aug_scale_min=0.75,
+            aug_scale_max=1.25, color_jitter=0.1),
         validation_data=SegmentationDataConfig(
             is_training=False, global_batch_size=32, split="validation", drop_remainder=False),
     )

@@ -23,7 +23,7 @@ __all__ = ["EncoderClassifier", "ShapePresenceTask", "ShapesMultiTask"]
 
 
 class EncoderClassifier(nn.Module):
-    """Logits ``[N, num_outputs]`` from the average of an encoder's deepest features.
+    """Logits ``[N, num_outputs]`` from the maximum of an encoder's deepest features.
 
     Args:
         encoder: A ``SegmentationModel.encoder`` (conv blocks; 2x max-pool between them),
@@ -43,7 +43,7 @@ class EncoderClassifier(nn.Module):
             if level:
                 x = F.max_pool2d(x, 2, ceil_mode=True)
             x = block(x)
-        return self.head(x.mean(dim=(2, 3)))
+        return self.head(x.amax(dim=(2, 3)))  # Is a shape anywhere: the strongest response.
 
 
 def _presence_collate(num_shapes: int) -> Callable[[Sequence[Any]], Any]:
