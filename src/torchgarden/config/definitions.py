@@ -254,6 +254,11 @@ class RuntimeConfig(Config):
     ...); None uses torch's default. Defaults to None."""
     compile_eval: bool = False
     """Also compile the eval step when `enable_xla` is set. Defaults to False."""
+    steps_per_graph: int | None = None
+    """With `enable_xla`: training steps one compiled call runs, unrolled in one graph
+    (Orbit's in-graph loop); at most `trainer.steps_per_loop`. None chooses: the largest
+    divisor of `trainer.steps_per_loop` up to 10 for models of at most 1M parameters,
+    else 1. Defaults to None."""
     seed: int | None = None
     """Seed for Python, NumPy and torch RNGs; None leaves them unseeded. Defaults to None."""
     deterministic: bool = False
@@ -288,6 +293,8 @@ class RuntimeConfig(Config):
         _choose(self, "matmul_precision", ("highest", "high", "medium"))
         if self.num_threads is not None:
             _require(self, "num_threads", self.num_threads >= 1, ">= 1 or None")
+        if self.steps_per_graph is not None:
+            _require(self, "steps_per_graph", self.steps_per_graph >= 1, ">= 1 or None")
 
 
 @dataclasses.dataclass
