@@ -222,11 +222,11 @@ def test_old_checkpoints_are_deleted_only_after_a_newer_one_is_durable(tmp_path,
         ("durable", "ckpt-2,ckpt-3,ckpt-4"), ("delete", "ckpt-2"),
     ]
 
-    def disk_full(path, fsync=False):
+    def disk_full(state, path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
     events.clear()
-    monkeypatch.setattr(_storage, "_file_digest", disk_full)
+    monkeypatch.setattr(_storage, "_save_hashed", disk_full)
     with pytest.raises(CheckpointWriteError, match="ckpt-5 .*No space left on device.*ckpt-4"):
         manager.save(5)
     assert sorted(os.listdir(directory)) == ["ckpt-3", "ckpt-4"]  # Nothing deleted or left.

@@ -5,6 +5,12 @@ A checkpoint is a directory ``<name>-<number>/`` holding ``state.pt`` (one
 manifest, written last). It is assembled in a hidden sibling temp directory
 and renamed into place, so a directory named ``<name>-<number>`` is always
 complete.
+
+The write runs at disk speed: ``torch.save`` writes through a file object that
+hashes each chunk as it passes (xxHash's XXH3-128, about 10 GB/s: no second read of
+the file), with a large buffer, and the file is fsynced once. meta.json records
+the digest under ``"xxh3_128"``; checkpoints written before record ``"sha256"``,
+which :func:`verify` still checks.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import threading
 from typing import Any
 
 import torch
+import xxhash
 
 from torchgarden.checkpoint.errors import (
     CheckpointFormatError,
@@ -34,7 +41,8 @@ from torchgarden.utils.files import fsync_dir
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 META_FILE = "meta.json"
-_CHUNK = 1 << 20
+_CHUNK = 16 << 20  # Read and write buffer: large sequential I/O.
+_DIGESTS = {"xxh3_128": xxhash.xxh3_128, "sha256": hashlib.sha256}
 # Exact types: subclasses (np.float64, IntEnum) pickle as classes weights_only refuses.
 _PRIMITIVES = frozenset(
     {int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size}
@@ -117,18 +125,50 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-def _file_digest(path: str, fsync: bool = False) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-        if fsync:
-            os.fsync(f.fileno())
+def _file_digest(path: str, algorithm: str) -> str:
+    digest = _DIGESTS[algorithm]()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as f:
+        while count := f.readinto(buffer):
+            digest.update(view[:count])
     return digest.hexdigest()
 
 
+class _HashingFile:
+    """A write-only file object for ``torch.save`` that hashes what it writes."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+        self.name = file.name
+        self._digest = xxhash.xxh3_128()
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        self._digest.update(data)
+        self.size += len(memoryview(data).cast("B"))
+        return self._file.write(data)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def _save_hashed(state: dict[str, Any], path: str) -> dict[str, Any]:
+    """``torch.save(state, path)`` hashed on the way, fsynced once; returns the meta entry."""
+    with open(path, "wb", buffering=_CHUNK) as f:
+        hashing = _HashingFile(f)
+        torch.save(state, hashing)
+        f.flush()
+        os.fsync(f.fileno())
+    return {"xxh3_128": hashing.hexdigest(), "bytes": hashing.size}
+
+
 def verify(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Checks every file listed in meta.json against its recorded size and sha256.
+    """Checks every file listed in meta.json against its recorded size and checksum
+    (xxh3_128, or sha256 for checkpoints written before).
 
     Returns:
         The checkpoint's meta dict.
@@ -155,11 +195,17 @@ def verify(path: str | os.PathLike[str]) -> dict[str, Any]:
                 f"{file_path!r} has {size} bytes but {META_FILE} records {info.get('bytes')} "
                 f"(truncated or altered)."
             )
-        sha = _file_digest(file_path)
-        if sha != info.get("sha256"):
+        algorithm = next((name for name in _DIGESTS if name in info), None)
+        if algorithm is None:
             raise CorruptCheckpointError(
-                f"{file_path!r} sha256 {sha[:12]}... does not match {META_FILE} "
-                f"{str(info.get('sha256'))[:12]}... (altered on disk)."
+                f"{os.path.join(path, META_FILE)!r} records no checksum for {file_name!r} "
+                f"(expected one of {', '.join(_DIGESTS)})."
+            )
+        digest = _file_digest(file_path, algorithm)
+        if digest != info[algorithm]:
+            raise CorruptCheckpointError(
+                f"{file_path!r} {algorithm} {digest[:12]}... does not match {META_FILE} "
+                f"{str(info[algorithm])[:12]}... (altered on disk)."
             )
     return meta
 
@@ -208,20 +254,46 @@ def _is_safe_global(cls: type) -> bool:
     return False
 
 
-def to_host(state: Any, *, copy: bool) -> Any:
+class HostStaging:
+    """Host buffers reused by every asynchronous save of one writer.
+
+    Copying a state into memory already mapped costs one memcpy; a fresh clone of a
+    few hundred MB also page-faults every page in, which took 4-5x longer here. The
+    owner must not stage a new state while a write still reads the previous one.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def copy(self, tensor: torch.Tensor, where: str) -> torch.Tensor:
+        """A host copy of ``tensor`` in the buffer kept for ``where`` (its key path)."""
+        buffer = self._buffers.get(where)
+        if (buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype
+                or tensor.layout != torch.strided):
+            if tensor.layout != torch.strided:
+                return tensor.to("cpu", copy=True)
+            pin = tensor.device.type == "cuda"
+            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=pin)
+            self._buffers[where] = buffer
+        buffer.copy_(tensor, non_blocking=True)
+        return buffer
+
+
+def to_host(state: Any, *, copy: bool, staging: HostStaging | None = None) -> Any:
     """Returns ``state`` with every tensor on CPU, checking it is weights_only-loadable.
 
     Args:
         state: A nested structure of dicts, lists, tuples, tensors and primitives.
         copy: Clone CPU tensors too, so later in-place updates (training going on
             while a background thread writes) do not reach the saved copy.
+        staging: With ``copy``, copy into these reused buffers instead of new ones.
 
     Raises:
         TypeError: A leaf is a type ``torch.load(weights_only=True)`` would refuse;
             the message names its key path.
     """
-    moved_from_device = []
-    host = _to_host(state, "state", copy, moved_from_device)
+    moved_from_device: list[str] = []
+    host = _to_host(state, "state", copy, moved_from_device, staging if copy else None)
     if moved_from_device:
         # Sync point: device->host copies were issued non-blocking; wait for them once.
         device_type = moved_from_device[0]
@@ -231,9 +303,14 @@ def to_host(state: Any, *, copy: bool) -> Any:
     return host
 
 
-def _to_host(obj: Any, where: str, copy: bool, moved: list[str]) -> Any:
+def _to_host(obj: Any, where: str, copy: bool, moved: list[str],
+             staging: HostStaging | None) -> Any:
     if isinstance(obj, torch.Tensor):
         tensor = obj.detach()
+        if staging is not None:
+            if tensor.device.type != "cpu":
+                moved.append(tensor.device.type)
+            return staging.copy(tensor, where)
         if tensor.device.type != "cpu":
             moved.append(tensor.device.type)
             return tensor.to("cpu", non_blocking=True)
@@ -243,9 +320,11 @@ def _to_host(obj: Any, where: str, copy: bool, moved: list[str]) -> Any:
             return tensor.clone()  # a view: torch.save would write its whole base storage
         return tensor
     if type(obj) in (dict, collections.OrderedDict):
-        return type(obj)((k, _to_host(v, f"{where}[{k!r}]", copy, moved)) for k, v in obj.items())
+        return type(obj)((k, _to_host(v, f"{where}[{k!r}]", copy, moved, staging))
+                         for k, v in obj.items())
     if type(obj) in (list, tuple):
-        return type(obj)(_to_host(v, f"{where}[{i}]", copy, moved) for i, v in enumerate(obj))
+        return type(obj)(_to_host(v, f"{where}[{i}]", copy, moved, staging)
+                         for i, v in enumerate(obj))
     if type(obj) is set:
         return set(obj)
     if type(obj) in _PRIMITIVES or _is_safe_global(type(obj)):
@@ -309,14 +388,12 @@ def write_checkpoint(
         _ACTIVE_TEMP_DIRS.add(temp)
     try:
         os.makedirs(temp)
-        state_path = os.path.join(temp, STATE_FILE)
-        torch.save(state, state_path)
-        sha = _file_digest(state_path, fsync=True)
+        state_file = _save_hashed(state, os.path.join(temp, STATE_FILE))
         meta = {
             "format_version": FORMAT_VERSION,
             "step": number,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "files": {STATE_FILE: {"sha256": sha, "bytes": os.path.getsize(state_path)}},
+            "files": {STATE_FILE: state_file},
             "config": config,
             "torchgarden": version,
             "extra": extra,

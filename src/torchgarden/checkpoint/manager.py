@@ -246,7 +246,7 @@ class CheckpointManager:
         if rank != 0:
             self._last_saved_number = number
             return None
-        state = _storage.to_host(state, copy=self._enable_async)
+        state = self._writer.to_host(state)
         config = self._config if config is None else config
         if not self._enable_async:
             written = self._writer.write(number, state, config=config, extra=extra)

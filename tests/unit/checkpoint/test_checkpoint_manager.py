@@ -6,6 +6,7 @@ import os
 
 import pytest
 import torch
+import xxhash
 
 from torchgarden.checkpoint import (
     Checkpoint,
@@ -28,7 +29,8 @@ def test_layout_and_meta(tmp_path, make_checkpoint):
     meta = read_meta(path)
     assert meta["format_version"] == 1 and meta["step"] == 5
     assert meta["files"]["state.pt"]["bytes"] == os.path.getsize(os.path.join(path, "state.pt"))
-    assert len(meta["files"]["state.pt"]["sha256"]) == 64
+    with open(os.path.join(path, "state.pt"), "rb") as f:  # Hashed while written.
+        assert meta["files"]["state.pt"]["xxh3_128"] == xxhash.xxh3_128(f.read()).hexdigest()
     assert meta["config"] == {"task": {"lr": 0.1}} and meta["extra"] == {"note": "x"}
     assert meta["torchgarden"] == "9.9" and meta["created"].startswith("20")
     assert checkpoint_number(path) == 5
