@@ -216,6 +216,7 @@ class CompiledTrainStep:
         self._state_owner: Any = None
         self._group_updates: list[list[GroupUpdate]] = []
         self._loss_scratch: torch.Tensor | None = None
+        self._stepped = False  # An eager step ran (SGD without momentum has no state).
 
     def __call__(
         self, inputs: Any, *, model: Any = None, optimizer: Any = None,
@@ -261,8 +262,8 @@ class CompiledTrainStep:
         if self._eager_reason is not None:
             return False
         if self.optimizer.state is not self._state_owner:  # First step, restore, eager step.
-            if not self.optimizer.state:
-                return False
+            if not self.optimizer.state and not self._stepped:
+                return False  # The optimizer creates its state in an eager step first.
             self._bind()
         return True
 
@@ -270,6 +271,7 @@ class CompiledTrainStep:
         logs = self.task.train_step(inputs, model=self.model, optimizer=self.optimizer,
                                     metrics=metrics)
         self._state_owner = None  # The state moved on without the graph: bind again.
+        self._stepped = True
         return logs
 
     def _call_graph(
@@ -346,7 +348,9 @@ class CompiledTrainStep:
         for group in optimizer.param_groups:
             # Parameters that got no gradient in the eager steps are left alone, as the
             # eager optimizer does.
-            params = [p for p in group["params"] if p.requires_grad and p in optimizer.state]
+            stateless = not _has_state(optimizer, group)
+            params = [p for p in group["params"] if p.requires_grad and (
+                stateless or p.grad is not None or p in optimizer.state)]
             built = build_updates(optimizer, group, params, len(self._params), offset)
             self._group_updates.append([update for update, _ in built])
             for update, states in built:
@@ -368,6 +372,12 @@ class CompiledTrainStep:
                 torch._dynamo.mark_static_address(tensor)
         self._state_owner = optimizer.state
         self._trusted = None  # New tensors: the next call checks every guard again.
+
+
+def _has_state(optimizer: Any, group: dict[str, Any]) -> bool:
+    """False for plain SGD (no momentum buffers), whose updated parameters the state
+    cannot name."""
+    return not (type(optimizer) is torch.optim.SGD and not group["momentum"])
 
 
 class _Eager(Exception):

@@ -264,7 +264,8 @@ class RuntimeConfig(Config):
     deterministic: bool = False
     """Use deterministic algorithms (slower; errors on ops without one). Defaults to False."""
     num_threads: int | None = None
-    """`torch.set_num_threads` value; None keeps torch's default. Defaults to None."""
+    """`torch.set_num_threads` value; None chooses half the CPU cores (at least 1;
+    torch's own default is all of them), logged at start-up. Defaults to None."""
     flush_denormal: bool = True
     """Flush denormal floats to zero on CPU (avoids slow paths). Defaults to True."""
     matmul_precision: str | None = None

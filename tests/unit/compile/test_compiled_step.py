@@ -347,3 +347,20 @@ def test_a_step_that_cannot_be_one_graph_runs_eagerly_with_one_log_line(aot_eage
     lines = [r.getMessage() for r in caplog.records if "cannot be compiled" in r.getMessage()]
     assert len(lines) == 1 and int(trainer.global_step) == 8
     assert float(logs[1]["training_loss"]) < float(logs[0]["training_loss"])
+
+
+def test_plain_sgd_without_state_runs_in_the_graph(aot_eager):
+    def plain(xla):
+        params = toy("sgd", xla=xla, steps_per_graph=2)
+        params.override({"trainer": {"optimizer_config": {"optimizer": {"sgd": {"momentum": 0.0}}}}})
+        return build(params)
+
+    eager, compiled = plain(False), plain(True)
+    calls = []
+    graph = compiled.step_fn._graph
+    compiled.step_fn._graph = lambda *args: calls.append(len(args[5])) or graph(*args)
+    for _ in range(2):
+        eager.train(4)
+        compiled.train(4)
+    assert calls == [2, 2, 2]  # The first 2 steps are eager; no optimizer state after them.
+    assert_weights_close(compiled.unwrapped_model, eager.unwrapped_model)
