@@ -24,6 +24,7 @@ import re
 import secrets
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -43,6 +44,7 @@ FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 META_FILE = "meta.json"
 _CHUNK = 16 << 20  # Read and write buffer: large sequential I/O.
+_WRITEBACK = 64 << 20  # Start the disk writing after this many new bytes.
 _DIGESTS = {"xxh3_128": xxhash.xxh3_128, "sha256": hashlib.sha256}
 
 # Temp directories of saves in flight in this process; never cleaned up by a peer save.
@@ -133,18 +135,31 @@ def _file_digest(path: str, algorithm: str) -> str:
 
 
 class _HashingFile:
-    """A write-only file object for ``torch.save`` that hashes what it writes."""
+    """A write-only file object for ``torch.save`` that hashes what it writes.
+
+    Every ``_WRITEBACK`` bytes it asks the kernel to start writing the pages so far to
+    disk (``posix_fadvise(DONTNEED)`` starts writeback of dirty pages without waiting),
+    so the disk works while ``torch.save`` serialises the rest and the final fsync
+    waits only for the tail.
+    """
 
     def __init__(self, file: Any) -> None:
         self._file = file
         self.name = file.name
         self._digest = xxhash.xxh3_128()
         self.size = 0
+        self._started = 0  # Bytes whose writeback has been started.
 
     def write(self, data: Any) -> int:
         self._digest.update(data)
         self.size += len(memoryview(data).cast("B"))
-        return self._file.write(data)
+        written = self._file.write(data)
+        if self.size - self._started >= _WRITEBACK and hasattr(os, "posix_fadvise"):
+            self._file.flush()
+            os.posix_fadvise(self._file.fileno(), self._started, self.size - self._started,
+                             os.POSIX_FADV_DONTNEED)
+            self._started = self.size
+        return written
 
     def flush(self) -> None:
         self._file.flush()
@@ -217,13 +232,35 @@ def unpickling_reason(error: BaseException) -> str:
     return lines[-1] if lines else type(error).__name__
 
 
-def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> dict[str, Any]:
     """Loads ``state.pt`` with ``torch.load(map_location="cpu", weights_only=True)``.
+
+    Args:
+        path: The checkpoint directory.
+        verify_files: Also :func:`verify` the checkpoint, on a second thread while
+            ``torch.load`` reads (both read the same pages, and hashing and file reads
+            release the GIL); the state is returned only if every file matches.
 
     Raises:
         UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
-        CorruptCheckpointError: The file is missing or cannot be read.
+        CorruptCheckpointError: The file is missing, cannot be read, or (with
+            ``verify_files``) does not match meta.json.
+        CheckpointFormatError: (With ``verify_files``) written in a newer format.
     """
+    if not verify_files:
+        return _load_state(path)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-verify") as pool:
+        check = pool.submit(verify, path)
+        try:
+            state = _load_state(path)
+        except Exception:
+            check.result()  # A mismatch explains an unreadable file better: raise it first.
+            raise
+        check.result()
+    return state
+
+
+def _load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     file_path = os.path.join(os.fspath(path), STATE_FILE)
     try:
         state = torch.load(file_path, map_location="cpu", weights_only=True)

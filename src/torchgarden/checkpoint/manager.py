@@ -357,11 +357,9 @@ class CheckpointManager:
         return None
 
     def _load(self, path: str, *, verify: bool, strict: bool) -> None:
-        if verify:
-            _storage.verify(path)
-        else:
+        if not verify:
             _storage.read_meta(path)
-        state = _storage.load_state(path)
+        state = _storage.load_state(path, verify_files=verify)
         try:
             self._checkpoint.load_state_dict(state, strict=strict)
         except CheckpointMismatchError as e:
