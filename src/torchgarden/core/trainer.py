@@ -23,7 +23,9 @@ Example:
 
 Speed notes: the step path does no host-device synchronisation. The loss is added to a
 device tensor each step and read once per loop by the Controller; metrics update on
-device; the learning rate is written only when the schedule is not constant.
+device; the learning rate is written only when the schedule is not constant. A step
+function that runs K steps per call (``runtime.enable_xla``'s in-graph loop) gets K
+batches and K scheduled rates at a time (:meth:`Trainer.train`).
 """
 
 from __future__ import annotations
@@ -181,7 +183,13 @@ class Trainer(Evaluator):
     # ------------------------------------------------------------------ training
 
     def train(self, num_steps: int) -> Logs:
-        """Runs ``num_steps`` steps and returns the loop's logs (Orbit ``train``)."""
+        """Runs ``num_steps`` steps and returns the loop's logs (Orbit ``train``).
+
+        With a step function that runs K steps per call (``steps_per_call`` and
+        ``run_steps``, e.g. the compiled in-graph loop), the steps go K at a time, and
+        the ``num_steps % K`` left over one by one through :meth:`train_step`. Loss
+        checks, the EMA and an overridden ``train_step`` keep every step on the host.
+        """
         iterator = self._train_iterator
         if iterator is None:
             raise ValueError(
