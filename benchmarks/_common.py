@@ -220,9 +220,9 @@ def step_flops(model: torch.nn.Module, loss: Callable[..., torch.Tensor],
     return counter.get_total_flops()
 
 
-def spread(values: Sequence[float], scale: float = 1e6) -> str:
+def spread(values: Sequence[float], scale: float = 1e6, digits: int = 1) -> str:
     """``min-max`` of ``values`` times ``scale`` (µs by default)."""
-    return f"{min(values) * scale:.1f}-{max(values) * scale:.1f}"
+    return f"{min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f}"
 
 
 def machine_load() -> str:
@@ -254,12 +254,14 @@ def run_contenders(
     script: str,
     build_contenders: Callable[[argparse.Namespace], dict[str, Contender]],
     lightning_available: Callable[[], bool],
+    reproduce_argv: Sequence[str] | None = None,
 ) -> tuple[argparse.Namespace, str, dict[str, dict[str, list[float]]]]:
     """The shared command line and randomized interleaving of the contender benchmarks.
 
     Parses ``--repeats --short --long --no-lightning --no-compile --device --only
     --clock --seed --json``, prints the header, builds the contenders and interleaves
-    them.
+    them. ``reproduce_argv``: the arguments printed in the reproduce line (default:
+    ``argv``).
 
     Returns:
         ``(args, primary clock, {contender: {"cpu": [seconds per step, one per
@@ -284,7 +286,7 @@ def run_contenders(
     setup_threads()
     clock = args.clock or ("cpu" if args.device == "cpu" else "wall")
     use_clock(clock)
-    print_header(title, script, argv)
+    print_header(title, script, argv if reproduce_argv is None else reproduce_argv)
     if not args.no_lightning and not lightning_available():
         print("lightning is not importable: (d) skipped (pip install lightning to add it)")
     contenders = build_contenders(args)

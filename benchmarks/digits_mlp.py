@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         script="digits_mlp.py",
         build_contenders=lambda a: build_contenders(argparse.Namespace(**vars(a), **vars(known))),
         lightning_available=c.lightning_available,
+        reproduce_argv=argv,
     )
     workload = _workload(known)
     flops = _common.step_flops(workload.build_model(), workload.loss,

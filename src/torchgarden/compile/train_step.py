@@ -247,7 +247,9 @@ class CompiledTrainStep:
         rows = [[value for updates, group_rates in zip(self._group_updates, rates)
                  for update in updates for value in update.scalars(group_rates[k])]
                 for k in range(steps)]
-        return torch.tensor(rows, dtype=torch.float32).to(self._device, non_blocking=True)
+        scalars = torch.tensor(rows, dtype=torch.float32)
+        return scalars if self._device.type == "cpu" else scalars.to(self._device,
+                                                                       non_blocking=True)
 
     def _bind(self) -> None:
         """Reads the optimizer's param groups and state into the graph's argument lists."""
