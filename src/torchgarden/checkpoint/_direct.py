@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -27,6 +28,27 @@ _ALIGN = 4096
 def direct_io_available() -> bool:
     """True where the OS has ``O_DIRECT`` (Linux)."""
     return hasattr(os, "O_DIRECT")
+
+
+# Blocks kept between saves: a fresh 16 MiB mapping page-faults in on first use.
+_FREE_BLOCKS: list[mmap.mmap] = []
+_FREE_LOCK = threading.Lock()
+_KEEP_BLOCKS = 4
+
+
+def _take_block() -> mmap.mmap:
+    with _FREE_LOCK:
+        if _FREE_BLOCKS:
+            return _FREE_BLOCKS.pop()
+    return mmap.mmap(-1, BLOCK)  # Anonymous mappings are page-aligned, as O_DIRECT needs.
+
+
+def _give_back(block: mmap.mmap) -> None:
+    with _FREE_LOCK:
+        if len(_FREE_BLOCKS) < _KEEP_BLOCKS:
+            _FREE_BLOCKS.append(block)
+            return
+    block.close()
 
 
 def _write_all(fd: int, view: memoryview) -> None:
@@ -49,7 +71,7 @@ class DirectFile:
         self.size = 0
         self._digest = xxhash.xxh3_128()
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
-        self._blocks = [mmap.mmap(-1, BLOCK), mmap.mmap(-1, BLOCK)]  # Page-aligned.
+        self._blocks = [_take_block(), _take_block()]
         self._current, self._fill = 0, 0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-direct")
         self._pending: Future[None] | None = None
@@ -101,7 +123,8 @@ class DirectFile:
             os.close(self._fd)
             self._fd = -1
             for block in self._blocks:
-                block.close()
+                _give_back(block)
+            self._blocks = []
 
     def _submit(self, length: int) -> None:
         self._wait()
