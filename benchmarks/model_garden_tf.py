@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -127,7 +128,7 @@ def _driver(args: argparse.Namespace) -> None:
     results: dict[tuple[str, str], list[float]] = {}
     print("== (f) Model Garden's in-graph loop (TensorFlow) vs (e) torchgarden enable_xla")
     print(f"reproduce: cd {os.path.dirname(here)} && OMP_WAIT_POLICY=PASSIVE {sys.executable} "
-          f"benchmarks/model_garden_tf.py {' '.join(sys.argv[1:])}")
+          f"benchmarks/model_garden_tf.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}")
     print(f"machine: load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} at the start")
     common = ["--repeats", str(args.repeats), "--short", str(args.short), "--long", str(args.long)]
     for round_index in range(args.rounds):
