@@ -248,8 +248,11 @@ class CompiledTrainStep:
                  for update in updates for value in update.scalars(group_rates[k])]
                 for k in range(steps)]
         scalars = torch.tensor(rows, dtype=torch.float32)
-        return scalars if self._device.type == "cpu" else scalars.to(self._device,
-                                                                       non_blocking=True)
+        if self._device.type == "cpu":
+            return scalars
+        # From pinned memory the copy is asynchronous; from pageable memory CUDA would
+        # wait for the stream first (a host sync per call).
+        return scalars.pin_memory().to(self._device, non_blocking=True)
 
     def _bind(self) -> None:
         """Reads the optimizer's param groups and state into the graph's argument lists."""
