@@ -251,7 +251,7 @@ class CheckpointManager:
             return None
         name = f"{self._checkpoint_name}-{number}"
         selection.refuse_nonfinite(self._checkpoint.items, state, name, lambda: self.latest_checkpoint)
-        state = _storage.to_host(state, copy=self._enable_async)
+        state = self._writer.to_host(state)
         config = self._config if config is None else config
         if not self._enable_async:
             written = self._writer.write(number, state, config=config, extra=extra)

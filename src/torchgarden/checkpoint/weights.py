@@ -46,9 +46,7 @@ def _resolve(path: str, checkpoint_name: str) -> str:
 
 def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
     if os.path.isdir(resolved):
-        if verify:
-            _storage.verify(resolved)
-        state = _storage.load_state(resolved)
+        state = _storage.load_state(resolved, verify_files=verify)
     else:
         try:
             state = torch.load(resolved, map_location="cpu", weights_only=True)
