@@ -43,6 +43,7 @@ from torchgarden.train_lib.builders import (
     build_eval_metrics,
     build_inputs,
     maybe_create_best_ckpt_exporter,
+    optimizer_config_for,
 )
 from torchgarden.train_lib.model_dir import eval_dir
 
@@ -92,7 +93,7 @@ def create_multitask_trainer(
                        for n, t in tasks.items()} if train else None,
         "train_metrics": {n: t.build_metrics(training=True) for n, t in tasks.items()}
         if train else None,
-        "lr_schedule": optim.build_learning_rate(cfg.optimizer_config) if train else None,
+        "lr_schedule": optim.build_learning_rate(optimizer_config_for(params)) if train else None,
         "ema": build_ema(cfg, model) if train else None,
         "forward_model": _forward_model(model, runtime, interleaving=trainer_type != "joint"),
         "checkpoint_items": getattr(model, "checkpoint_items", None) or {},
