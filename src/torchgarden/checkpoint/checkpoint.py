@@ -13,12 +13,15 @@ from typing import Any
 
 import torch
 
+from torchgarden.checkpoint._host import to_host
 from torchgarden.checkpoint.errors import CheckpointMismatchError
 
 __all__ = ["Checkpoint", "Value"]
 
 _MAX_LISTED_KEYS = 5
-_RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "state_dict"})
+_RESERVED_NAMES = frozenset(
+    {"add", "items", "load_state_dict", "names", "snapshot", "state_dict"}
+)
 
 
 class Value:
@@ -219,6 +222,11 @@ class Checkpoint:
     def state_dict(self) -> dict[str, Any]:
         """Returns ``{name: item.state_dict()}`` for every item (tensors stay where they are)."""
         return {name: item.state_dict() for name, item in self._items.items()}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Returns :meth:`state_dict` with every tensor copied to the host, so training
+        going on never changes it (an in-memory restore point)."""
+        return to_host(self.state_dict(), copy=True)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], *, strict: bool = True) -> None:
         """Restores every item from ``state_dict``.
