@@ -24,7 +24,7 @@ from torchgarden.config import ExperimentConfig
 from torchgarden.core import Task, Trainer
 from torchgarden.loop import Controller
 from torchgarden.modes import check_mode
-from torchgarden.runtime import RuntimeContext, setup_runtime
+from torchgarden.runtime import RuntimeContext, seed_host_rngs, setup_runtime
 from torchgarden.runtime.preemption import PreemptionWatcher
 from torchgarden.summary import SummaryManagerInterface
 from torchgarden.train_lib.builders import create_trainer
@@ -179,6 +179,8 @@ def _run(
         callbacks.append(export_callback)
     preemption = build_preemption_watcher(params) if training else None
     trainer.preemption = preemption
+    if fresh and params.runtime.seed is not None:  # Imports while building drew from them.
+        seed_host_rngs(params.runtime.seed)
     try:  # The Controller restores the checkpoint prepared above (or initialises).
         controller = build_controller(
             params, trainer, mode=mode, model_dir=model_dir,
