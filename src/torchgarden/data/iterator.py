@@ -64,9 +64,16 @@ class DataIterator:
         self._iterator: Iterator[Any] | None = None
         self._exhausted = False
         self._skipped: set[tuple[int, int]] = set()
-        #: Seconds spent waiting for the loader's batches so far (host clock): the input
-        #: pipeline's share of a train loop (``throughput/data_wait_fraction``).
-        self.wait_seconds = 0.0
+        # The loader's iterator adds to this clock. It must not refer back to this object:
+        # a reference cycle would leave a worker pool to the garbage collector, whose
+        # shutdown of half-collected queues waits 5 s per worker.
+        self._clock = _Clock()
+
+    @property
+    def wait_seconds(self) -> float:
+        """Seconds spent waiting for the loader's batches so far (host clock): the input
+        pipeline's share of a train loop (``throughput/data_wait_fraction``)."""
+        return self._clock.seconds
 
     @property
     def epoch(self) -> int:
@@ -160,20 +167,20 @@ class DataIterator:
             if skip:
                 # Resume without loading: the sampler drops the consumed samples.
                 self._sampler.set_start(min(skip * self._batch_size, len(self._sampler)))
-            return _Timed(iter(self.loader), self)
+            return _Timed(iter(self.loader), self._clock)
         self._set_epoch_if_possible()
         if self._stateful:
             if self._loader_state is not None:
                 self.loader.load_state_dict(self._loader_state)  # type: ignore[attr-defined]
                 self._loader_state = None
-            return _Timed(iter(self.loader), self)
+            return _Timed(iter(self.loader), self._clock)
         iterator = iter(self.loader)
         for _ in range(skip):
             try:
                 next(iterator)
             except StopIteration:
                 break
-        return _Timed(iterator, self)
+        return _Timed(iterator, self._clock)
 
     def _set_epoch_if_possible(self) -> None:
         owners = (self.loader, getattr(self.loader, "sampler", None),
@@ -183,6 +190,20 @@ class DataIterator:
             if callable(set_epoch):
                 set_epoch(self._epoch)
                 return
+
+    def close(self) -> None:
+        """Shuts the loader's current pass (and its worker processes) down now; the next
+        batch resumes from the same position (as after :meth:`load_state_dict`).
+
+        Dropping a pass to the garbage collector instead (a Trainer sits in reference
+        cycles) makes torch wait 5 s per worker to shut it down.
+        """
+        if self._iterator is None:
+            return
+        if self._stateful and self._loader_state is None:
+            self._loader_state = self.loader.state_dict()  # type: ignore[attr-defined]
+        self._iterator.shutdown()
+        self._iterator = None
 
     def reset(self) -> None:
         """Starts a fresh pass over the current epoch at its first batch."""
@@ -275,20 +296,38 @@ def _world_size() -> int:
     return 1
 
 
+class _Clock:
+    """Seconds waited for batches."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
 class _Timed:
-    """A loader's iterator that adds the time each batch took to ``owner.wait_seconds``."""
+    """A loader's iterator that adds the time each batch took to ``clock.seconds``."""
 
-    __slots__ = ("_iterator", "_owner")
+    __slots__ = ("_clock", "_iterator")
 
-    def __init__(self, iterator: Iterator[Any], owner: DataIterator) -> None:
-        self._iterator, self._owner = iterator, owner
+    def __init__(self, iterator: Iterator[Any], clock: _Clock) -> None:
+        self._iterator, self._clock = iterator, clock
 
     def __iter__(self) -> _Timed:
         return self
+
+    def shutdown(self) -> None:
+        """Ends the loader's worker processes (torch's own shutdown), unless they persist.
+
+        A ``StatefulDataLoader`` keeps its last iterator, so dropping ours is not enough.
+        """
+        shutdown = getattr(self._iterator, "_shutdown_workers", None)
+        if callable(shutdown) and not getattr(self._iterator, "_persistent_workers", False):
+            shutdown()
 
     def __next__(self) -> Any:
         start = time.perf_counter()
         try:
             return next(self._iterator)
         finally:
-            self._owner.wait_seconds += time.perf_counter() - start
+            self._clock.seconds += time.perf_counter() - start

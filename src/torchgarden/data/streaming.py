@@ -22,6 +22,7 @@ Hugging Face sources in ``data.hf``).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from torchgarden.data.context import InputContext
-from torchgarden.data.seeding import WorkerSeeder
+from torchgarden.data.seeding import WorkerSeeder, mix_seed
 
 __all__ = [
     "build_streaming_loader",
@@ -97,6 +98,29 @@ def worker_options(params: Any, num_workers: int, pin_memory: bool) -> dict[str,
     return options
 
 
+@functools.cache
+def _loader_class() -> type:
+    """``StatefulDataLoader`` with ``set_epoch``, made once torchdata is imported."""
+
+    class StreamingLoader(_stateful_dataloader_class()):  # type: ignore[misc]
+        """A ``StatefulDataLoader`` whose ``set_epoch`` reaches the dataset (a new shard
+        order) and reseeds the loader, so worker seeds depend on ``(seed, epoch)`` only,
+        not on how many passes this loader object has run (a resumed run has run fewer)."""
+
+        def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
+            super().__init__(*args, generator=torch.Generator().manual_seed(seed), **kwargs)
+            self.seed = seed
+
+        def set_epoch(self, epoch: int) -> None:
+            self.generator.manual_seed(mix_seed(self.seed, epoch))
+            set_epoch = getattr(self.dataset, "set_epoch", None)
+            if callable(set_epoch):
+                set_epoch(epoch)
+
+    StreamingLoader.__module__ = __name__
+    return StreamingLoader
+
+
 def build_streaming_loader(
     dataset: IterableDataset,
     params: Any,
@@ -118,8 +142,8 @@ def build_streaming_loader(
         collate_fn: Batches a list of examples; None means torch's ``default_collate``.
 
     Returns:
-        A ``torchdata`` ``StatefulDataLoader`` (``DataIterator`` calls the dataset's
-        ``set_epoch`` before each pass).
+        A ``torchdata`` ``StatefulDataLoader`` with ``set_epoch`` (``DataIterator`` calls
+        it before each pass).
     """
     context = input_context if input_context is not None else InputContext.from_environment()
     batch_size = context.get_per_replica_batch_size(params.global_batch_size)
@@ -130,12 +154,12 @@ def build_streaming_loader(
     options = worker_options(params, num_workers, bool(getattr(params, "pin_memory", False)))
     drop_last = bool(getattr(params, "is_training", False)) and bool(
         getattr(params, "drop_remainder", True))
-    return _stateful_dataloader_class()(
+    return _loader_class()(
         dataset,
         batch_size=batch_size,
         drop_last=drop_last,
         collate_fn=collate_fn,
         worker_init_fn=WorkerSeeder(seed),
-        generator=torch.Generator().manual_seed(seed),
+        seed=seed,
         **options,
     )
