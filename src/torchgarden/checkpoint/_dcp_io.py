@@ -17,12 +17,15 @@ Three ways of reading, all through DCP's own readers:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 from torch.distributed.checkpoint._traverse import set_element
@@ -46,6 +49,17 @@ FORMAT = "dcp"
 METADATA_FILE = ".metadata"
 #: The key of the bytes holding the small items' states (``torch.save`` of a dict).
 HOST_KEY = "_host"
+
+
+@contextlib.contextmanager
+def single_process_quietly(alone: bool) -> Iterator[None]:
+    """Silences DCP's warning that one process "assumes the intent" of saving alone."""
+    if not alone:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is (disabled, )?unavail")
+        yield
 
 
 def _unpickle(value: io.BytesIO | bytes, where: str) -> Any:
@@ -160,8 +174,10 @@ def load_into(path: str, template: dict[str, Any], *, strict: bool) -> None:
     Every rank passes the same keys; ``DTensor`` entries receive this rank's shard of the
     saved tensor, resharded from however many ranks wrote it.
     """
-    dcp.load(template, storage_reader=dcp.FileSystemReader(path),
-             planner=_SafeLoadPlanner(allow_partial_load=not strict))
+    alone = not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
+    with single_process_quietly(alone):
+        dcp.load(template, storage_reader=dcp.FileSystemReader(path),
+                 planner=_SafeLoadPlanner(allow_partial_load=not strict), no_dist=alone)
 
 
 def index_layout(state: Any) -> Any:

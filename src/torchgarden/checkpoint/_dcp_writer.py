@@ -86,8 +86,11 @@ class DcpWriter:
         group = self._process_group()
         temp = self._temp_directory(number, group)
         final = os.path.join(self._directory, f"{self._name}-{number}")
+        alone = _ranks.process_rank()[1] == 1
         if not self._enable_async:
-            failure = _failure(lambda: dcp.save(state, storage_writer=dcp.FileSystemWriter(temp)))
+            with _dcp_io.single_process_quietly(alone):
+                failure = _failure(lambda: dcp.save(
+                    state, storage_writer=dcp.FileSystemWriter(temp), no_dist=alone))
             self._publish(number, temp, failure, config, extra, group)
             return final
         future: Any = None
@@ -95,7 +98,7 @@ class DcpWriter:
         def start() -> None:
             nonlocal future
             future = dcp.async_save(state, storage_writer=dcp.FileSystemWriter(temp),
-                                    process_group=group)
+                                    process_group=group, no_dist=alone)
 
         failure = _failure(start)
         if self._executor is None:

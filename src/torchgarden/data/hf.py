@@ -87,7 +87,7 @@ def _image(value: Any, shape: Sequence[int]) -> torch.Tensor:
     else:
         array = np.asarray(value, dtype=np.float32)
     if array.size != int(np.prod(shape)):
-        raise ValueError(f"an example holds {array.size} values ({tuple(array.shape)}), but "
+        raise ValueError(f"an example holds {array.size} values (shape {tuple(array.shape)}), but "
                          f"task.model.input_size is {list(shape)}; set it to the images' shape.")
     return torch.from_numpy(np.ascontiguousarray(array.reshape(tuple(shape))))
 
