@@ -222,7 +222,11 @@ class FullOptimizerState:
                 for group, current in zip(indexed["param_groups"], inner.param_groups)
             ],
         }
-        set_optimizer_state_dict(self.model, inner, full, options=_load_options())
+        if full["state"]:
+            set_optimizer_state_dict(self.model, inner, full, options=_load_options())
+        else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
+            for group, saved in zip(inner.param_groups, full["param_groups"]):
+                group.update({k: v for k, v in saved.items() if k != "params"})
         self._load_outer(state_dict)
 
     def _load_outer(self, state_dict: Mapping[str, Any]) -> None:
