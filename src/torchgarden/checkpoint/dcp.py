@@ -162,9 +162,12 @@ class LoadedShards:
         try:
             _dcp_io.check_fits(template, self.metadata, strict=strict)
         except CheckpointMismatchError as e:
-            raise CheckpointMismatchError(
-                f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: {e}"
-            ) from None
+            message = f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: {e}"
+            keep_fresh = getattr(item, "sharded_mismatch", None)
+            if callable(keep_fresh):  # The item may start afresh instead (another optimizer).
+                keep_fresh(message)
+                return
+            raise CheckpointMismatchError(message) from None
         _dcp_io.load_into(self.path, template, strict=strict)
         if isinstance(view, _ModuleShards):
             view.load_sharded_state_dict(template[self.name], strict=strict)

@@ -134,6 +134,7 @@ class ConfiguredOptimizer:
         if callable(getattr(item, "sharded_state_dict", None)):  # FSDP2 under DCP
             self.sharded_state_dict = item.sharded_state_dict
             self.load_sharded_state_dict = self._load_sharded
+            self.sharded_mismatch = self._fresh_moments
 
     def state_dict(self) -> Any:
         return self._item.state_dict()
@@ -159,6 +160,12 @@ class ConfiguredOptimizer:
     def _configure(self, configured: list[dict[str, Any]]) -> None:
         for group, values in zip(self._optimizer.param_groups, configured):
             group.update(values)
+
+    def _fresh_moments(self, problem: str) -> None:
+        """A sharded checkpoint of another optimizer: its moments start fresh (as above)."""
+        _logger.warning("the checkpoint's optimizer state does not fit the configured "
+                        "optimizer (%s): its moments start fresh; the model and the rest "
+                        "resume.", problem)
 
     def _load_sharded(self, state_dict: Any) -> None:
         """The sharded (DCP) load: the moments resume, the hyperparameters are configured."""

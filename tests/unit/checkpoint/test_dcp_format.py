@@ -131,3 +131,36 @@ def test_dcp_refuses_nonfinite_weights_before_writing(tmp_path, model_factory):
     with pytest.raises(Exception, match=r"model\['0.weight'\] is NaN or inf"):
         manager.save(3)
     assert not os.path.exists(tmp_path) or not os.listdir(tmp_path)
+
+
+class _ShardedOptimizerLike:
+    """A sharded item whose saved keys may not fit (another optimizer type on resume)."""
+
+    def __init__(self, keys):
+        self.keys, self.loaded, self.mismatch = keys, None, None
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        raise AssertionError("a sharded entry is loaded through load_sharded_state_dict")
+
+    def sharded_state_dict(self):
+        return {key: torch.zeros(2) for key in self.keys}
+
+    def load_sharded_state_dict(self, state):
+        self.loaded = state
+
+    def sharded_mismatch(self, problem):
+        self.mismatch = problem
+
+
+def test_a_sharded_item_that_does_not_fit_may_start_afresh(tmp_path):
+    saved = _ShardedOptimizerLike(["exp_avg"])
+    saved.sharded_state_dict = lambda: {"exp_avg": torch.ones(2)}
+    CheckpointManager(Checkpoint(opt=saved), tmp_path, checkpoint_format="dcp").save(1)
+    same, other = _ShardedOptimizerLike(["exp_avg"]), _ShardedOptimizerLike(["momentum"])
+    CheckpointManager(Checkpoint(opt=same), tmp_path).restore()
+    assert torch.equal(same.loaded["exp_avg"], torch.ones(2)) and same.mismatch is None
+    CheckpointManager(Checkpoint(opt=other), tmp_path).restore()
+    assert other.loaded is None and "'opt.momentum'" in other.mismatch
