@@ -23,5 +23,6 @@ test-all: test test-slow
 lint: install
 	$(VENV)/bin/ruff check .
 
-bench: install
-	$(PY) benchmarks/run_all.py
+bench:
+	@EXTRAS=dev,bench bash scripts/bootstrap.sh
+	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/run_all.py

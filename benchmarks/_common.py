@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import shlex
 import statistics
 import sys
@@ -26,19 +27,26 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 __all__ = [
     "REPO",
     "Contender",
+    "Timing",
     "interleave",
+    "machine_load",
     "median",
+    "primary_clock",
     "print_header",
     "print_table",
     "quiet",
     "reproduce_command",
     "setup_threads",
+    "sgemm_peak",
+    "spread",
+    "step_flops",
     "timed",
     "use_clock",
 ]
 
-Contender = Callable[[int], float]
-"""``run(num_steps) -> seconds`` of the timed part of one fresh training run."""
+Contender = Callable[[int], "Timing"]
+"""``run(num_steps) -> Timing`` (CPU and wall seconds) of the timed part of one fresh
+training run."""
 
 
 def setup_threads(num_threads: int = 1) -> None:
@@ -72,7 +80,8 @@ def print_header(title: str, script: str, argv: Sequence[str] | None = None) -> 
         f"torch {torch.__version__}, Python {platform.python_version()}, {cpu}, "
         f"{os.cpu_count()} cores, {torch.get_num_threads()} torch thread(s), {device}"
     )
-    print(f"reproduce: {reproduce_command(script, argv)}", flush=True)
+    print(f"reproduce: {reproduce_command(script, argv)}")
+    print(f"machine: {machine_load()} at the start", flush=True)
 
 
 @contextlib.contextmanager
@@ -83,34 +92,59 @@ def quiet() -> Iterator[None]:
         yield
 
 
-_clock: Callable[[], float] = time.perf_counter
+_PRIMARY = "cpu"
+
+
+class Timing(tuple):
+    """``(cpu, wall)`` seconds; ``float(t)`` is the clock chosen with :func:`use_clock`."""
+
+    def __new__(cls, cpu: float, wall: float) -> Timing:
+        return super().__new__(cls, (cpu, wall))
+
+    @property
+    def cpu(self) -> float:
+        return self[0]
+
+    @property
+    def wall(self) -> float:
+        return self[1]
+
+    def __float__(self) -> float:
+        return self.cpu if _PRIMARY == "cpu" else self.wall
+
+    def __sub__(self, other: Timing) -> Timing:  # type: ignore[override]
+        return Timing(self.cpu - other.cpu, self.wall - other.wall)
 
 
 def use_clock(name: str) -> None:
-    """Times contenders with ``"wall"`` (perf_counter) or ``"cpu"`` (process_time).
+    """Makes ``"cpu"`` (process_time) or ``"wall"`` (perf_counter) the primary clock.
 
-    On a shared machine the CPU time of this process is the steadier measure of
-    single-threaded work: it leaves out time the process waited for a core. It still
-    counts every thread of the process (summary writers, async checkpoints). GPU runs
-    use wall time (the host may sleep while the device works).
+    Both are always recorded and printed. On a shared machine the CPU time of this
+    process is the steadier measure of single-threaded work: it leaves out time the
+    process waited for a core. It still counts every thread of the process (summary
+    writers, async checkpoints, TensorFlow's prefetch thread). GPU runs use wall time
+    (the host may sleep while the device works).
     """
-    global _clock
-    clocks = {"wall": time.perf_counter, "cpu": time.process_time}
-    if name not in clocks:
+    global _PRIMARY
+    if name not in ("cpu", "wall"):
         raise ValueError(f"unknown clock {name!r}; expected 'wall' or 'cpu'.")
-    _clock = clocks[name]
+    _PRIMARY = name
 
 
-def timed(function: Callable[[], object], device: str = "cpu") -> float:
-    """Seconds that ``function()`` took on the chosen clock, its GPU work included."""
+def primary_clock() -> str:
+    return _PRIMARY
+
+
+def timed(function: Callable[[], object], device: str = "cpu") -> Timing:
+    """CPU and wall seconds that ``function()`` took, its GPU work included."""
     cuda = device != "cpu"
     if cuda:
         torch.cuda.synchronize()
-    start = _clock()
+    cpu, wall = time.process_time(), time.perf_counter()
     function()
     if cuda:
         torch.cuda.synchronize()
-    return _clock() - start
+    return Timing(time.process_time() - cpu, time.perf_counter() - wall)
 
 
 def interleave(
@@ -119,37 +153,82 @@ def interleave(
     short: int,
     long: int,
     repeats: int,
+    seed: int = 0,
     log: Callable[[str], None] = print,
-) -> dict[str, list[float]]:
+) -> dict[str, dict[str, list[float]]]:
     """Per-step seconds ``(T(long) - T(short)) / (long - short)`` of every contender.
 
-    Contenders run interleaved (A B C A B C ...), each run on fresh objects, so drift in
-    machine load spreads over all of them; the difference of a long and a short run
-    cancels set-up and first-step costs.
+    Every repeat runs each contender once, in a fresh random order (seeded), each run
+    on fresh objects, so drift in machine load and position effects spread over all of
+    them; the difference of a long and a short run cancels set-up and first-step costs.
 
     Returns:
-        ``{name: [per-step seconds of each repeat]}``.
+        ``{name: {"cpu": [per-step seconds of each repeat], "wall": [...]}}``.
     """
-    results: dict[str, list[float]] = {name: [] for name in contenders}
+    results: dict[str, dict[str, list[float]]] = {
+        name: {"cpu": [], "wall": []} for name in contenders
+    }
     failed: set[str] = set()
+    rng = random.Random(seed)
     for repeat in range(repeats):
-        for name, run in contenders.items():
+        order = rng.sample(list(contenders), len(contenders))
+        log(f"  repeat {repeat + 1}/{repeats} order: "
+            + " ".join(name.split()[0] for name in order))
+        for name in order:
             if name in failed:
                 continue
             try:
-                t_short = run(short)
-                t_long = run(long)
+                t_short = contenders[name](short)
+                t_long = contenders[name](long)
             except Exception as error:  # Report and go on with the other contenders.
                 failed.add(name)
                 del results[name]
                 first_line = (str(error).strip().splitlines() or [""])[0]
                 log(f"  {name} FAILED, left out: {type(error).__name__}: {first_line}")
                 continue
-            per_step = (t_long - t_short) / (long - short)
-            results[name].append(per_step)
-            log(f"  repeat {repeat + 1}/{repeats} {name:<34} T({short})={t_short:7.3f}s "
-                f"T({long})={t_long:7.3f}s -> {per_step * 1e6:8.1f} us/step")
+            per_step = (t_long - t_short)
+            for clock in ("cpu", "wall"):
+                results[name][clock].append(getattr(per_step, clock) / (long - short))
+            log(f"    {name:<44} cpu {per_step.cpu / (long - short) * 1e6:8.1f} us/step, "
+                f"wall {per_step.wall / (long - short) * 1e6:8.1f} us/step")
     return results
+
+
+def sgemm_peak(size: int = 512, calls: int = 40, repeats: int = 5) -> float:
+    """Single-thread float32 matmul GFLOP/s of this process (median of ``repeats``),
+    the yardstick of the "% of peak" columns."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    rates = []
+    for _ in range(repeats):
+        start = time.process_time()
+        for _ in range(calls):
+            torch.mm(a, b)
+        rates.append(2 * size**3 * calls / (time.process_time() - start) / 1e9)
+    return statistics.median(rates)
+
+
+def step_flops(model: torch.nn.Module, loss: Callable[..., torch.Tensor],
+               features: torch.Tensor, labels: torch.Tensor) -> int:
+    """Floating-point operations of one forward + backward pass (torch's flop counter:
+    matmuls and convolutions), the numerator of "% of peak"."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        loss(model(features), labels).backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def spread(values: Sequence[float], scale: float = 1e6, digits: int = 1) -> str:
+    """``min-max`` of ``values`` times ``scale`` (µs by default)."""
+    return f"{min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f}"
+
+
+def machine_load() -> str:
+    """``uptime``'s load averages (1, 5, 15 minutes) and the core count."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
 def median(values: Sequence[float]) -> float:
@@ -173,44 +252,76 @@ def run_contenders(
     description: str,
     title: str,
     script: str,
-    build_contenders: Callable[[argparse.Namespace], dict[str, Callable[[int], object]]],
+    build_contenders: Callable[[argparse.Namespace], dict[str, Contender]],
     lightning_available: Callable[[], bool],
-) -> tuple[argparse.Namespace, str, dict[str, list[float]]]:
-    """The shared command line and A B A B loop of the contender benchmarks.
+    reproduce_argv: Sequence[str] | None = None,
+) -> tuple[argparse.Namespace, str, dict[str, dict[str, list[float]]]]:
+    """The shared command line and randomized interleaving of the contender benchmarks.
 
     Parses ``--repeats --short --long --no-lightning --no-compile --device --only
-    --clock``, prints the header, builds the contenders and interleaves them.
+    --clock --seed --json``, prints the header, builds the contenders and interleaves
+    them. ``reproduce_argv``: the arguments printed in the reproduce line (default:
+    ``argv``).
 
     Returns:
-        ``(args, clock name, {contender: [seconds per step, one per repeat]})``.
+        ``(args, primary clock, {contender: {"cpu": [seconds per step, one per
+        repeat], "wall": [...]}})``.
     """
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--short", type=int, default=2000)
-    parser.add_argument("--long", type=int, default=6000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--short", type=int, default=1000)
+    parser.add_argument("--long", type=int, default=4000)
     parser.add_argument("--no-lightning", action="store_true", help="skip (d)")
-    parser.add_argument("--no-compile", action="store_true", help="skip (e)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the compiled rows")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--only", default="",
-                        help="comma-separated contender letters to run, e.g. 'a,e'")
+                        help="comma-separated contender labels to run, e.g. 'a*,e'")
     parser.add_argument("--clock", choices=("cpu", "wall"), default=None,
-                        help="default: cpu (process time) on a CPU device, wall on a GPU")
+                        help="the clock of the tables' main columns (both are printed); "
+                             "default: cpu on a CPU device, wall on a GPU")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the contenders' order")
     parser.add_argument("--json", default="",
-                        help="also write {contender: [seconds per step, ...]} to this file")
+                        help="also write {contender: [seconds per step, ...]} (main clock)")
     args = parser.parse_args(argv)
     setup_threads()
     clock = args.clock or ("cpu" if args.device == "cpu" else "wall")
     use_clock(clock)
-    print_header(title, script, argv)
+    print_header(title, script, argv if reproduce_argv is None else reproduce_argv)
     if not args.no_lightning and not lightning_available():
         print("lightning is not importable: (d) skipped (pip install lightning to add it)")
     contenders = build_contenders(args)
     if args.only:
-        wanted = {f"({letter.strip()})" for letter in args.only.split(",")}
+        wanted = {f"({label.strip()})" for label in args.only.split(",")}
         contenders = {k: v for k, v in contenders.items() if k.split()[0] in wanted}
-    per_step = interleave(contenders, short=args.short, long=args.long, repeats=args.repeats)
+    per_step = interleave(contenders, short=args.short, long=args.long,
+                          repeats=args.repeats, seed=args.seed)
+    print(f"machine: {machine_load()} at the end")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(per_step, f)
+            json.dump({name: times[clock] for name, times in per_step.items()}, f)
     return args, clock, per_step
 
+
+def report_rates(
+    per_step: dict[str, dict[str, list[float]]], clock: str, repeats: int, *,
+    reference: str, flops: int, peak: float,
+) -> dict[str, float]:
+    """Prints steps/s on both clocks, ranges, ratios to ``reference`` and % of peak.
+
+    Returns:
+        ``{contender: median steps/s on the main clock}``.
+    """
+    rate = {name: 1.0 / median(times[clock]) for name, times in per_step.items()}
+    other = "wall" if clock == "cpu" else "cpu"
+    print(f"\nsteps/s, median of {repeats} (range in µs/step); main clock: {clock}")
+    rows = []
+    for name, times in per_step.items():
+        main = rate[name]
+        rows.append((
+            name, f"{main:.0f}", spread(times[clock]), f"{1.0 / median(times[other]):.0f}",
+            f"{main / rate[reference]:.2f}" if reference in rate else "-",
+            f"{100 * flops * main / (peak * 1e9):.0f}%",
+        ))
+    print_table(["loop", f"steps/s ({clock})", "µs/step range", f"steps/s ({other})",
+                 f"× {reference.split()[0]}", "% peak"], rows)
+    return rate

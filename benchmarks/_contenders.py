@@ -1,39 +1,48 @@
 """The training loops compared by ``loop_overhead.py`` and ``digits_mlp.py``.
 
-Each ``*_contender(workload)`` returns ``run(num_steps) -> seconds``: it builds fresh
-objects (same seeded weights every time), trains ``num_steps`` steps and returns the
+Each contender factory returns ``run(num_steps) -> Timing``: it builds fresh objects
+(same seeded weights every time), trains ``num_steps`` steps and returns the CPU and
 wall time of the training call. Output (log lines, progress bars) goes to /dev/null.
 
-Contenders:
+Contenders (like is compared with like: each pair differs in one thing only):
   (a)  ``hand_written``: a DataLoader over a TensorDataset, torch's default optimizer
        implementation and denormal handling -- what a user writes first.
   (a*) ``hand_written_tuned``: the same loop with torchgarden's data path and settings
-       (one index gather per batch, fused optimizer, denormals flushed): the floor
-       against which pure framework cost is measured.
+       (one index gather per batch on the data's device, denormals flushed) and the
+       optimizer kernel of the torchgarden row it is compared with (torch's default;
+       ``fused=True`` for the fused rows): the floor for pure framework cost.
   (b)  ``torchgarden_defaults``: Task + Trainer + Controller; no summaries,
        checkpoints or progress bar.
   (c)  ``torchgarden_full``: ``run_experiment`` with TensorBoard summaries every 100
        steps, a progress bar and a checkpoint every 1000 steps (and at the end).
-  (d)  ``lightning_minimal`` / ``lightning_default``: ``lightning.Trainer`` with
-       logger, checkpointing, progress bar and model summary off / at their defaults.
-  (e)  ``torchgarden_compiled``: (b) with ``runtime.enable_xla=True`` (the whole step
-       as one ``torch.compile`` graph); compile time is excluded by a warm-up of
-       ``COMPILE_WARMUP_STEPS`` steps before the timed call.
+  (d)  ``lightning_contender``: ``lightning.Trainer`` with logger, checkpointing,
+       progress bar and model summary off, fed by torchgarden's data path, with denormals
+       flushed and the same optimizer kernel as (b) ("matched"); or everything at
+       Lightning's and torch's defaults (a DataLoader, denormals kept).
+  (e)  ``torchgarden_compiled``: (b) with ``runtime.enable_xla=True``: K whole steps per
+       ``torch.compile`` call (``runtime.steps_per_graph``, automatic by default);
+       compile time is excluded by a warm-up of ``COMPILE_WARMUP_STEPS`` steps.
+  (h)  ``hand_written_compiled``: the whole step written by hand as one
+       ``torch.compile(fullgraph=True)`` graph (``torch.func.grad_and_value`` and torch's
+       functional Adam/SGD), torchgarden's data path, guards kept; ``steps_per_call``
+       steps unrolled per call.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import types
 from typing import Any
 
 import torch
-from _common import Contender, quiet, timed
+from _common import Contender, Timing, quiet, timed
 from _workloads import Workload
 from torch.utils.data import DataLoader, TensorDataset
 
 __all__ = [
     "COMPILE_WARMUP_STEPS",
+    "hand_written_compiled",
     "STEPS_PER_LOOP",
     "hand_written",
     "hand_written_tuned",
@@ -45,7 +54,7 @@ __all__ = [
 ]
 
 STEPS_PER_LOOP = 100
-COMPILE_WARMUP_STEPS = 20
+COMPILE_WARMUP_STEPS = 100
 
 
 def hand_written(workload: Workload, device: str = "cpu") -> Contender:
@@ -55,7 +64,7 @@ def hand_written(workload: Workload, device: str = "cpu") -> Contender:
     """
     cuda = device != "cpu"
 
-    def run(num_steps: int) -> float:
+    def run(num_steps: int) -> Timing:
         torch.set_flush_denormal(False)  # PyTorch's default on CPU.
         model = workload.build_model().to(device)
         optimizer = workload.torch_optimizer(model.parameters())
@@ -85,35 +94,104 @@ def hand_written(workload: Workload, device: str = "cpu") -> Contender:
     return run
 
 
-def hand_written_tuned(workload: Workload, device: str = "cpu") -> Contender:
-    """(a*) A hand-written loop with torchgarden's data path, fused optimizer and FTZ.
+def _batches(workload: Workload, device: str) -> Any:
+    """Endless batches as torchgarden's ``ArrayLoader`` makes them: the data staged on
+    ``device``, one ``index_select`` per tensor per batch, a new permutation per epoch."""
+    x_all, y_all = workload.features.to(device), workload.labels.to(device)
+    size, n = workload.batch_size, x_all.shape[0]
+    generator = torch.Generator().manual_seed(0)
+    while True:
+        order = torch.randperm(n, generator=generator).to(device)
+        for index in order[: n - n % size].split(size):
+            yield x_all.index_select(0, index), y_all.index_select(0, index)
 
-    The data sits on ``device``; each batch is one ``index_select`` per tensor there,
-    as torchgarden's ``ArrayLoader`` does.
-    """
 
-    def run(num_steps: int) -> float:
+def hand_written_tuned(
+    workload: Workload, device: str = "cpu", fused: bool | None = None
+) -> Contender:
+    """(a*) A hand-written loop with torchgarden's data path and denormal setting, and
+    torch's default optimizer kernel (``fused=True``: the fused one)."""
+    kernel = {} if fused is None else {"fused": fused}
+
+    def run(num_steps: int) -> Timing:
         torch.set_flush_denormal(True)
         model = workload.build_model().to(device)
-        optimizer = workload.torch_optimizer(model.parameters(), fused=True)
-        x_all, y_all = workload.features.to(device), workload.labels.to(device)
-        size, n = workload.batch_size, x_all.shape[0]
-        generator = torch.Generator().manual_seed(0)
+        optimizer = workload.torch_optimizer(model.parameters(), **kernel)
+        batches = _batches(workload, device)
         loss_fn = workload.loss
 
         def train() -> None:
-            step = 0
-            while step < num_steps:
-                order = torch.randperm(n, generator=generator).to(device)
-                for index in order[: n - n % size].split(size):
-                    x, y = x_all.index_select(0, index), y_all.index_select(0, index)
-                    loss = loss_fn(model(x), y)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
-                    step += 1
-                    if step == num_steps:
-                        break
+            for _ in range(num_steps):
+                x, y = next(batches)
+                loss = loss_fn(model(x), y)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+
+        return timed(train, device)
+
+    return run
+
+
+def hand_written_compiled(
+    workload: Workload, device: str = "cpu", steps_per_call: int = 1
+) -> Contender:
+    """(h) The whole step as one hand-written ``torch.compile(fullgraph=True)`` graph:
+    ``torch.func.grad_and_value`` over ``functional_call`` and torch's own functional
+    optimizer (``torch.optim.adam.adam`` / ``sgd.sgd``, per-tensor form), with the
+    learning rate as a 0-d tensor; ``steps_per_call`` batches per call, unrolled. The
+    guards are kept; compilation is excluded by a warm-up."""
+    from torch.func import functional_call, grad_and_value
+    from torch.optim import adam, sgd
+
+    def run(num_steps: int) -> Timing:
+        torch.set_flush_denormal(True)
+        model = workload.build_model().to(device)
+        optimizer = workload.torch_optimizer(model.parameters())
+        names = [name for name, _ in model.named_parameters()]
+        params = [p.detach() for p in model.parameters()]
+        lr = torch.tensor(optimizer.param_groups[0]["lr"], device=device)
+        group = optimizer.param_groups[0]
+        if workload.optimizer == "adam":
+            beta1, beta2 = group["betas"]
+            state = ([torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params],
+                     [], [torch.zeros((), device=device) for _ in params])
+
+            def update(grads: list[torch.Tensor]) -> None:
+                adam.adam(params, grads, *state, foreach=False, capturable=device != "cpu",
+                          differentiable=False, fused=None, grad_scale=None, found_inf=None,
+                          has_complex=False, amsgrad=False, beta1=beta1, beta2=beta2, lr=lr,
+                          weight_decay=0.0, eps=group["eps"], maximize=False)
+        else:
+            def update(grads: list[torch.Tensor]) -> None:
+                sgd.sgd(params, grads, [None] * len(params), foreach=False, lr=lr,
+                        weight_decay=0.0, momentum=0.0, dampening=0.0, nesterov=False,
+                        maximize=False)
+
+        def loss_of(trainable: dict[str, torch.Tensor], x: Any, y: Any) -> torch.Tensor:
+            return workload.loss(functional_call(model, trainable, (x,)), y)
+
+        def steps(batches: list[tuple[Any, Any]]) -> torch.Tensor:
+            total = torch.zeros((), device=device)
+            with torch.no_grad():
+                for x, y in batches:
+                    grads, loss = grad_and_value(loss_of)(dict(zip(names, params)), x, y)
+                    update([grads[name] for name in names])
+                    total = total + loss
+            return total
+
+        # A fresh code object per run: runs never share (or exhaust) a compile cache.
+        graph = torch.compile(types.FunctionType(steps.__code__.replace(), steps.__globals__,
+                                                 "steps", None, steps.__closure__),
+                              fullgraph=True)
+        batches = _batches(workload, device)
+        calls = -(-COMPILE_WARMUP_STEPS // steps_per_call)
+        for _ in range(calls):
+            graph([next(batches) for _ in range(steps_per_call)])
+
+        def train() -> None:
+            for _ in range(num_steps // steps_per_call):
+                graph([next(batches) for _ in range(steps_per_call)])
 
         return timed(train, device)
 
@@ -143,6 +221,7 @@ def _bench_task(workload: Workload, params: Any, device: str = "cpu") -> Any:
 def _config(
     workload: Workload, train_steps: int, device: str, fused: bool | None = None, **runtime: Any
 ) -> Any:
+    runtime = {key: value for key, value in runtime.items() if value is not None}
     from torchgarden.config import (
         DataConfig,
         ExperimentConfig,
@@ -195,7 +274,7 @@ def torchgarden_defaults(
     """(b) Task + Trainer + Controller, nothing written, no progress bar; ``fused=True``
     asks for torch's fused optimizer kernel (the one (a*) uses)."""
 
-    def run(num_steps: int) -> float:
+    def run(num_steps: int) -> Timing:
         with quiet():
             _, controller = _trainer_and_controller(workload, num_steps, device, fused)
             return timed(lambda: controller.train(steps=num_steps), device)
@@ -204,17 +283,18 @@ def torchgarden_defaults(
 
 
 def torchgarden_compiled(
-    workload: Workload, device: str = "cpu", mode: str | None = None
+    workload: Workload, device: str = "cpu", mode: str | None = None,
+    steps_per_graph: int | None = None,
 ) -> Contender:
-    """(e) (b) with ``runtime.enable_xla``; the first steps (compilation) are not timed.
+    """(e) (b) with ``runtime.enable_xla`` (``steps_per_graph``: K steps per compiled
+    call, None: automatic); the first ``COMPILE_WARMUP_STEPS`` steps (compilation, the
+    eager first call) are not timed. ``mode="reduce-overhead"`` adds CUDA graphs."""
 
-    ``mode="reduce-overhead"`` adds CUDA-graph replay of the step on a GPU.
-    """
-
-    def run(num_steps: int) -> float:
+    def run(num_steps: int) -> Timing:
         with quiet():
             _, controller = _trainer_and_controller(
-                workload, num_steps, device, enable_xla=True, compile_mode=mode
+                workload, COMPILE_WARMUP_STEPS + num_steps, device, enable_xla=True,
+                compile_mode=mode, steps_per_graph=steps_per_graph,
             )
             controller.train(steps=COMPILE_WARMUP_STEPS)
             return timed(
@@ -229,9 +309,10 @@ def torchgarden_full(workload: Workload, device: str = "cpu", observe: bool = Tr
     turns off ``metrics.jsonl`` and the throughput figures (issue 12's overhead check)."""
     from torchgarden.train_lib import run_experiment
 
-    def run(num_steps: int) -> float:
+    def run(num_steps: int) -> Timing:
         params = _config(workload, num_steps, device)
-        params.override({"trainer": {"metrics_file": observe, "log_throughput": observe}})
+        if not observe:  # (Older revisions have neither field: their (c) runs as is.)
+            params.override({"trainer": {"metrics_file": False, "log_throughput": False}})
         task = _bench_task(workload, params.task, device)
         model_dir = tempfile.mkdtemp(prefix="tg-bench-")
         try:
@@ -256,8 +337,14 @@ def lightning_available() -> bool:
     return True
 
 
-def lightning_contender(workload: Workload, *, minimal: bool, device: str = "cpu") -> Contender:
-    """(d) ``lightning.Trainer`` on the same model, loss, optimizer and DataLoader."""
+def lightning_contender(workload: Workload, *, matched: bool, device: str = "cpu") -> Contender:
+    """(d) ``lightning.Trainer`` on the same model, loss and optimizer.
+
+    ``matched=True``: logger, checkpointing, progress bar and model summary off, batches
+    from torchgarden's ``ArrayLoader`` (the data path of (a*) and (b)), denormals
+    flushed, torch's default optimizer kernel (as (b)). ``matched=False``: Lightning's
+    defaults (all of those on) over a ``DataLoader``, denormals kept (torch's default).
+    """
     import logging
     import warnings
 
@@ -281,16 +368,25 @@ def lightning_contender(workload: Workload, *, minimal: bool, device: str = "cpu
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return workload.torch_optimizer(self.parameters())
 
-    def run(num_steps: int) -> float:
-        torch.set_flush_denormal(False)
-        loader = DataLoader(
-            TensorDataset(workload.features, workload.labels),
-            batch_size=workload.batch_size, shuffle=True, drop_last=True,
-            pin_memory=device != "cpu",
-        )
+    def loader() -> Any:
+        if not matched:
+            return DataLoader(
+                TensorDataset(workload.features, workload.labels),
+                batch_size=workload.batch_size, shuffle=True, drop_last=True,
+                pin_memory=device != "cpu",
+            )
+        from torchgarden import data
+        from torchgarden.config import DataConfig
+
+        dataset = data.ArrayDataset(workload.features.to(device), workload.labels.to(device))
+        return data.build_dataloader(dataset, DataConfig(
+            is_training=True, global_batch_size=workload.batch_size, seed=0))
+
+    def run(num_steps: int) -> Timing:
+        torch.set_flush_denormal(matched)
         root = tempfile.mkdtemp(prefix="tg-bench-lightning-")
         options: dict[str, Any] = {"max_steps": num_steps, "default_root_dir": root}
-        if minimal:
+        if matched:
             options.update(
                 logger=False, enable_checkpointing=False, enable_progress_bar=False,
                 enable_model_summary=False,
@@ -300,7 +396,7 @@ def lightning_contender(workload: Workload, *, minimal: bool, device: str = "cpu
                 accelerator = "cpu" if device == "cpu" else "gpu"
                 trainer = L.Trainer(accelerator=accelerator, devices=1, **options)
                 module = LitModule()
-                return timed(lambda: trainer.fit(module, train_dataloaders=loader), device)
+                return timed(lambda: trainer.fit(module, train_dataloaders=loader()), device)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

@@ -89,21 +89,28 @@ def tiny_linear(num_examples: int = 4096) -> Workload:
     )
 
 
-def digits_mlp() -> Workload:
-    """scikit-learn's 8×8 digits (train split), MLP 64-128-10, Adam(3e-3), batch 64.
+def digits_mlp(hidden_sizes: tuple[int, ...] = (128,)) -> Workload:
+    """scikit-learn's 8×8 digits (train split), an MLP, Adam(3e-3, eps 1e-7), batch 64.
 
-    The model is torchgarden's ``image_classification`` default (``build_classifier``
-    with ``hidden_sizes=[128]``): Flatten, Linear(64, 128), ReLU, Linear(128, 10).
+    ``hidden_sizes=(128,)`` (64-128-10, 9.6k parameters) is torchgarden's
+    ``image_classification`` default (``build_classifier``: Flatten, Linear(64, 128),
+    ReLU, Linear(128, 10)); ``(256, 256)`` (64-256-256-10, 85k parameters) is the model
+    of Model Garden's own benchmark figure.
     """
     from torchgarden.data import load_digits_arrays
 
     x, y = load_digits_arrays("train")
 
     def build() -> nn.Module:
-        return nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        layers: list[nn.Module] = [nn.Flatten()]
+        width = 64
+        for hidden in hidden_sizes:
+            layers += [nn.Linear(width, hidden), nn.ReLU()]
+            width = hidden
+        return nn.Sequential(*layers, nn.Linear(width, 10))
 
     return Workload(
-        name="digits_mlp",
+        name="digits_mlp_" + "-".join(str(h) for h in (64, *hidden_sizes, 10)),
         build_model=_seeded(build),
         loss=F.cross_entropy,
         optimizer="adam",

@@ -135,8 +135,8 @@ def _flops_per_token(model: nn.Module, args: argparse.Namespace) -> float:
 def _measure(args: argparse.Namespace, compiled: bool) -> dict[str, float]:
     trainer = _trainer(args, compiled)
     device = args.device
-    warm = _common.timed(lambda: trainer.train(args.warmup), device)
-    seconds = _common.timed(lambda: trainer.train(args.steps), device)
+    warm = float(_common.timed(lambda: trainer.train(args.warmup), device))
+    seconds = float(_common.timed(lambda: trainer.train(args.steps), device))
     logs = trainer.train(1)
     tokens_per_s = args.steps * args.batch * args.context / seconds
     flops = _flops_per_token(trainer.unwrapped_model, args) * tokens_per_s

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in layers}
     for _ in range(args.repeats):
         for name, run in layers.items():
-            times[name].append(_common.timed(lambda run=run: run(args.steps)) / args.steps)
+            times[name].append(float(_common.timed(lambda run=run: run(args.steps))) / args.steps)
     us = {name: _common.median(values) * 1e6 for name, values in times.items()}
     base = us["hand-written step"]
     print()

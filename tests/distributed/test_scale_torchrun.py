@@ -87,7 +87,7 @@ def test_dcp_checkpoint_holds_each_ranks_shards_under_a_verified_manifest(main_r
     path = main_run["out"] / "toy" / "ckpt-20"
     assert sorted(os.listdir(path)) == [".metadata", "__0_0.distcp", "__1_0.distcp",
                                         "meta.json"]
-    CheckpointManager.verify(path)  # Sizes and sha256 of every file.
+    CheckpointManager.verify(path)  # Sizes and checksums of every file.
     meta = read_meta(path)
     assert meta["format"] == "dcp" and meta["world_size"] == 2 and meta["step"] == 20
     assert sorted(meta["files"]) == [".metadata", "__0_0.distcp", "__1_0.distcp"]

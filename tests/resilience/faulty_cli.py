@@ -47,6 +47,12 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _target(f) -> str:
+    """The path torch.save writes to: a path, or a file object's name (torchgarden saves
+    through one that hashes and writes with direct I/O)."""
+    return f if isinstance(f, str) else str(getattr(f, "name", ""))
+
+
 def _checkpoint_step(path: str) -> int | None:
     """The N of ``.../ckpt-N/...`` or ``.../.ckpt-N.tmp-.../...``, else None."""
     for part in reversed(os.path.normpath(path).split(os.sep)):
@@ -115,14 +121,17 @@ def _install_save_fault(target: int, phase: str) -> None:
         real_save = torch.save
 
         def save(obj, f, *args, **kwargs):
-            if isinstance(f, str) and f.endswith(_storage.STATE_FILE) and _checkpoint_step(f) == target:
+            path = _target(f)
+            if path.endswith(_storage.STATE_FILE) and _checkpoint_step(path) == target:
                 if phase == "meta":
                     real_save(obj, f, *args, **kwargs)
+                    if hasattr(f, "close"):
+                        f.close()  # torchgarden's file object: complete state.pt on disk.
                     _die()
                 buffer = io.BytesIO()
                 real_save(obj, buffer, *args, **kwargs)
                 data = buffer.getvalue()
-                with open(f, "wb") as out:
+                with open(path, "wb") as out:
                     out.write(data[: len(data) // 2])
                     out.flush()
                     os.fsync(out.fileno())
@@ -191,12 +200,13 @@ def _install_disk_full(target: int) -> None:
     real_save = torch.save
 
     def save(obj, f, *args, **kwargs):
-        if isinstance(f, str) and f.endswith(_storage.STATE_FILE) and _checkpoint_step(f) == target:
+        path = _target(f)
+        if path.endswith(_storage.STATE_FILE) and _checkpoint_step(path) == target:
             buffer = io.BytesIO()
             real_save(obj, buffer, *args, **kwargs)
-            with open(f, "wb") as out:
+            with open(path, "wb") as out:
                 out.write(buffer.getvalue()[:100])
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         return real_save(obj, f, *args, **kwargs)
 
     torch.save = save

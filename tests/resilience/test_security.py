@@ -109,7 +109,7 @@ def plant_payload(checkpoint: str, marker: str) -> None:
     meta_path = os.path.join(checkpoint, "meta.json")
     with open(meta_path) as f:
         meta = json.load(f)
-    meta["files"]["state.pt"] = {"sha256": _storage._file_digest(state_path),
+    meta["files"]["state.pt"] = {"xxh3_128": _storage._file_digest(state_path, "xxh3_128"),
                                  "bytes": os.path.getsize(state_path)}
     with open(meta_path, "w") as f:
         json.dump(meta, f)

@@ -5,8 +5,8 @@ A save (a collective: every rank calls it with its own state) goes
 1. rank 0 names a hidden temp directory ``.<name>-<N>.tmp-<pid>-<hex>`` and tells the others;
 2. ``torch.distributed.checkpoint.save`` (or ``async_save``): each rank writes its shards
    there, DCP's coordinator writes ``.metadata`` once every rank has written;
-3. each rank hashes a share of the files; rank 0 writes ``meta.json`` (size and sha256 of
-   every file), fsyncs and renames the directory to ``<name>-<N>``, then applies retention.
+3. each rank hashes a share of the files; rank 0 writes ``meta.json`` (size and XXH3-128
+   checksum of every file), fsyncs and renames the directory to ``<name>-<N>``, then applies retention.
 
 A rank killed anywhere before step 3 ends leaves only the temp directory (removed by a
 later save), so ``<name>-<N>`` is never a partial checkpoint. With ``enable_async``
@@ -33,6 +33,9 @@ from torchgarden.checkpoint.errors import CheckpointWriteError
 from torchgarden.utils.files import atomic_write_json, fsync_dir
 
 __all__ = ["DcpWriter"]
+
+#: The manifest's checksum (as the single-file format writes it).
+_CHECKSUM = "xxh3_128"
 
 
 class DcpWriter:
@@ -221,4 +224,4 @@ def _reason(error: BaseException) -> str:
 
 
 def _digest(path: str) -> dict[str, Any]:
-    return {"sha256": _storage._file_digest(path), "bytes": os.path.getsize(path)}
+    return {_CHECKSUM: _storage._file_digest(path, _CHECKSUM), "bytes": os.path.getsize(path)}

@@ -5,24 +5,37 @@ A checkpoint is a directory ``<name>-<number>/`` holding ``state.pt`` (one
 manifest, written last). It is assembled in a hidden sibling temp directory
 and renamed into place, so a directory named ``<name>-<number>`` is always
 complete.
+
+The write runs at disk speed: ``torch.save`` writes through a file object that
+hashes each chunk as it passes (xxHash's XXH3-128, about 10 GB/s: no second read of
+the file) and writes 16 MiB blocks with direct I/O (``_direct.DirectFile``; buffered
+16 MiB writes where the file system refuses it), and the file is fsynced once. meta.json records
+the digest under ``"xxh3_128"``; checkpoints written before record ``"sha256"``,
+which :func:`verify` still checks.
 """
 
 from __future__ import annotations
 
-import collections
 import datetime
+import errno
 import hashlib
 import json
+import mmap
 import os
 import pickle
 import re
 import secrets
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
+import xxhash
 
+from torchgarden.checkpoint._direct import DirectFile, direct_io_available
+from torchgarden.checkpoint._host import HostStaging as HostStaging  # for _writer.py
+from torchgarden.checkpoint._host import to_host as to_host  # for _writer.py
 from torchgarden.checkpoint.errors import (
     CheckpointFormatError,
     CorruptCheckpointError,
@@ -34,11 +47,9 @@ from torchgarden.utils.files import fsync_dir
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 META_FILE = "meta.json"
-_CHUNK = 1 << 20
-# Exact types: subclasses (np.float64, IntEnum) pickle as classes weights_only refuses.
-_PRIMITIVES = frozenset(
-    {int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size}
-)
+_CHUNK = 16 << 20  # Read and write buffer: large sequential I/O.
+_WRITEBACK = 64 << 20  # Start the disk writing after this many new bytes.
+_DIGESTS = {"xxh3_128": xxhash.xxh3_128, "sha256": hashlib.sha256}
 
 # Temp directories of saves in flight in this process; never cleaned up by a peer save.
 _ACTIVE_TEMP_DIRS: set[str] = set()
@@ -117,18 +128,88 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return meta
 
 
-def _file_digest(path: str, fsync: bool = False) -> str:
-    digest = hashlib.sha256()
+def _file_digest(path: str, algorithm: str) -> str:
+    """The file's digest, hashed straight from its pages (mmap: no copy into Python)."""
+    digest = _DIGESTS[algorithm]()
     with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-        if fsync:
-            os.fsync(f.fileno())
+        if os.fstat(f.fileno()).st_size:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                if hasattr(mmap, "MADV_SEQUENTIAL"):
+                    mapped.madvise(mmap.MADV_SEQUENTIAL)
+                view = memoryview(mapped)
+                try:
+                    for start in range(0, len(view), _CHUNK):
+                        digest.update(view[start:start + _CHUNK])
+                finally:
+                    view.release()
     return digest.hexdigest()
 
 
+class _HashingFile:
+    """A write-only file object for ``torch.save`` that hashes what it writes.
+
+    Every ``_WRITEBACK`` bytes it asks the kernel to start writing the pages so far to
+    disk (``posix_fadvise(DONTNEED)`` starts writeback of dirty pages without waiting),
+    so the disk works while ``torch.save`` serialises the rest and the final fsync
+    waits only for the tail.
+    """
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+        self.name = file.name
+        self._digest = xxhash.xxh3_128()
+        self.size = 0
+        self._started = 0  # Bytes whose writeback has been started.
+
+    def write(self, data: Any) -> int:
+        self._digest.update(data)
+        self.size += len(memoryview(data).cast("B"))
+        written = self._file.write(data)
+        if self.size - self._started >= _WRITEBACK and hasattr(os, "posix_fadvise"):
+            self._file.flush()
+            os.posix_fadvise(self._file.fileno(), self._started, self.size - self._started,
+                             os.POSIX_FADV_DONTNEED)
+            self._started = self.size
+        return written
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def _save_hashed(state: dict[str, Any], path: str) -> dict[str, Any]:
+    """``torch.save(state, path)`` hashed on the way, fsynced once; returns the meta entry.
+
+    Direct I/O (:class:`~torchgarden.checkpoint._direct.DirectFile`) where the file
+    system takes it, else buffered writes that start the disk every 64 MiB.
+    """
+    if direct_io_available():
+        try:
+            direct = DirectFile(path)
+        except OSError as error:
+            if error.errno != errno.EINVAL:
+                raise
+        else:
+            try:
+                torch.save(state, direct)
+                direct.close()
+            except BaseException:
+                direct.abort()
+                raise
+            return {"xxh3_128": direct.hexdigest(), "bytes": direct.size}
+    with open(path, "wb", buffering=_CHUNK) as f:
+        hashing = _HashingFile(f)
+        torch.save(state, hashing)
+        f.flush()
+        os.fsync(f.fileno())
+    return {"xxh3_128": hashing.hexdigest(), "bytes": hashing.size}
+
+
 def verify(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Checks every file listed in meta.json against its recorded size and sha256.
+    """Checks every file listed in meta.json against its recorded size and checksum
+    (xxh3_128, or sha256 for checkpoints written before).
 
     Returns:
         The checkpoint's meta dict.
@@ -155,11 +236,17 @@ def verify(path: str | os.PathLike[str]) -> dict[str, Any]:
                 f"{file_path!r} has {size} bytes but {META_FILE} records {info.get('bytes')} "
                 f"(truncated or altered)."
             )
-        sha = _file_digest(file_path)
-        if sha != info.get("sha256"):
+        algorithm = next((name for name in _DIGESTS if name in info), None)
+        if algorithm is None:
             raise CorruptCheckpointError(
-                f"{file_path!r} sha256 {sha[:12]}... does not match {META_FILE} "
-                f"{str(info.get('sha256'))[:12]}... (altered on disk)."
+                f"{os.path.join(path, META_FILE)!r} records no checksum for {file_name!r} "
+                f"(expected one of {', '.join(_DIGESTS)})."
+            )
+        digest = _file_digest(file_path, algorithm)
+        if digest != info[algorithm]:
+            raise CorruptCheckpointError(
+                f"{file_path!r} {algorithm} {digest[:12]}... does not match {META_FILE} "
+                f"{str(info[algorithm])[:12]}... (altered on disk)."
             )
     return meta
 
@@ -174,13 +261,51 @@ def unpickling_reason(error: BaseException) -> str:
     return lines[-1] if lines else type(error).__name__
 
 
-def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> dict[str, Any]:
     """Loads ``state.pt`` with ``torch.load(map_location="cpu", weights_only=True)``.
+
+    Args:
+        path: The checkpoint directory.
+        verify_files: Also :func:`verify` the checkpoint, on a second thread while
+            ``torch.load`` reads (both read the same pages, and hashing and file reads
+            release the GIL); the state is returned only if every file matches.
 
     Raises:
         UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
-        CorruptCheckpointError: The file is missing or cannot be read.
+        CorruptCheckpointError: The file is missing, cannot be read, or (with
+            ``verify_files``) does not match meta.json.
+        CheckpointFormatError: (With ``verify_files``) written in a newer format.
     """
+    if not verify_files:
+        return _load_state(path)
+    _read_ahead(os.path.join(os.fspath(path), STATE_FILE))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-verify") as pool:
+        check = pool.submit(verify, path)
+        try:
+            state = _load_state(path)
+        except Exception:
+            check.result()  # A mismatch explains an unreadable file better: raise it first.
+            raise
+        check.result()
+    return state
+
+
+def _read_ahead(file_path: str) -> None:
+    """Asks the kernel to read the whole file into the page cache in the background:
+    one sequential pass from disk serves both the checksum and ``torch.load``."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(file_path, os.O_RDONLY)
+    except OSError:
+        return  # Missing or unreadable: torch.load and verify say so.
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+    finally:
+        os.close(fd)
+
+
+def _load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     file_path = os.path.join(os.fspath(path), STATE_FILE)
     try:
         state = torch.load(file_path, map_location="cpu", weights_only=True)
@@ -199,63 +324,6 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"{file_path!r} holds a {type(state).__name__}, expected a dict of item states."
         )
     return state
-
-
-def _is_safe_global(cls: type) -> bool:
-    for entry in torch.serialization.get_safe_globals():
-        if entry is cls or (isinstance(entry, tuple) and entry[0] is cls):
-            return True
-    return False
-
-
-def to_host(state: Any, *, copy: bool) -> Any:
-    """Returns ``state`` with every tensor on CPU, checking it is weights_only-loadable.
-
-    Args:
-        state: A nested structure of dicts, lists, tuples, tensors and primitives.
-        copy: Clone CPU tensors too, so later in-place updates (training going on
-            while a background thread writes) do not reach the saved copy.
-
-    Raises:
-        TypeError: A leaf is a type ``torch.load(weights_only=True)`` would refuse;
-            the message names its key path.
-    """
-    moved_from_device = []
-    host = _to_host(state, "state", copy, moved_from_device)
-    if moved_from_device:
-        # Sync point: device->host copies were issued non-blocking; wait for them once.
-        device_type = moved_from_device[0]
-        module = getattr(torch, device_type, None)
-        if module is not None and hasattr(module, "synchronize"):
-            module.synchronize()
-    return host
-
-
-def _to_host(obj: Any, where: str, copy: bool, moved: list[str]) -> Any:
-    if isinstance(obj, torch.Tensor):
-        tensor = obj.detach()
-        if tensor.device.type != "cpu":
-            moved.append(tensor.device.type)
-            return tensor.to("cpu", non_blocking=True)
-        if copy:
-            return tensor.clone()
-        if tensor.layout == torch.strided and tensor.untyped_storage().nbytes() > tensor.nbytes:
-            return tensor.clone()  # a view: torch.save would write its whole base storage
-        return tensor
-    if type(obj) in (dict, collections.OrderedDict):
-        return type(obj)((k, _to_host(v, f"{where}[{k!r}]", copy, moved)) for k, v in obj.items())
-    if type(obj) in (list, tuple):
-        return type(obj)(_to_host(v, f"{where}[{i}]", copy, moved) for i, v in enumerate(obj))
-    if type(obj) is set:
-        return set(obj)
-    if type(obj) in _PRIMITIVES or _is_safe_global(type(obj)):
-        return obj
-    raise TypeError(
-        f"cannot checkpoint {where}: a {type(obj).__module__}.{type(obj).__qualname__}, which "
-        f"torch.load(weights_only=True) refuses; return tensors, numbers, strings, lists, tuples "
-        f"and dicts from state_dict() (numpy arrays: torch.from_numpy(x) or x.tolist()), or "
-        f"register the class with torch.serialization.add_safe_globals."
-    )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -309,14 +377,12 @@ def write_checkpoint(
         _ACTIVE_TEMP_DIRS.add(temp)
     try:
         os.makedirs(temp)
-        state_path = os.path.join(temp, STATE_FILE)
-        torch.save(state, state_path)
-        sha = _file_digest(state_path, fsync=True)
+        state_file = _save_hashed(state, os.path.join(temp, STATE_FILE))
         meta = {
             "format_version": FORMAT_VERSION,
             "step": number,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "files": {STATE_FILE: {"sha256": sha, "bytes": os.path.getsize(state_path)}},
+            "files": {STATE_FILE: state_file},
             "config": config,
             "torchgarden": version,
             "extra": extra,

@@ -67,6 +67,19 @@ class CheckpointWriter:
         self._version = version
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future[str] | None = None
+        self._staging = _storage.HostStaging()
+
+    def to_host(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``state`` on the host, ready for :meth:`write` or :meth:`submit`.
+
+        With ``enable_async`` the tensors are copied (training goes on while the copy is
+        written) into host buffers this writer reuses from save to save, after waiting
+        for the pending write that still reads them.
+        """
+        if not self._enable_async:
+            return _storage.to_host(state, copy=False)
+        self.sync()
+        return _storage.to_host(state, copy=True, staging=self._staging)
 
     def write(
         self,

@@ -3,7 +3,7 @@
 ```
 <name>-<N>/__<rank>_<i>.distcp   each rank's shards (and a share of the replicated tensors)
 <name>-<N>/.metadata             DCP's index: every key, its global shape and its chunks
-<name>-<N>/meta.json             torchgarden's manifest: sha256 and size of every file, written last
+<name>-<N>/meta.json             torchgarden's manifest: checksum and size of every file, written last
 ```
 
 Every rank writes its own shards, so no process ever holds the whole state: saving an
@@ -106,7 +106,7 @@ def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def verify_files(path: str, meta: Mapping[str, Any]) -> None:
-    """Checks sizes and sha256 sums, each rank a share of the files; raises on every rank.
+    """Checks sizes and checksums, each rank a share of the files; raises on every rank.
 
     Raises:
         CorruptCheckpointError: A file is missing, truncated or altered.
@@ -122,8 +122,11 @@ def verify_files(path: str, meta: Mapping[str, Any]) -> None:
         elif os.path.getsize(file_path) != info["bytes"]:
             problem = (f"{file_path!r} has {os.path.getsize(file_path)} bytes but "
                        f"{_storage.META_FILE} records {info['bytes']} (truncated or altered).")
-        elif _storage._file_digest(file_path) != info["sha256"]:
-            problem = f"{file_path!r} does not match its sha256 in {_storage.META_FILE} (altered)."
+        else:
+            algorithm = next((a for a in _storage._DIGESTS if a in info), None)
+            if algorithm is None or _storage._file_digest(file_path, algorithm) != info[algorithm]:
+                problem = (f"{file_path!r} does not match its checksum in {_storage.META_FILE} "
+                           "(altered).")
         if problem:
             break
     problems = [p for p in _ranks.gather(problem) if p]

@@ -258,7 +258,7 @@ class CheckpointManager:
             self._last_saved_number = number
             return None
         selection.refuse_nonfinite(items, state, name, lambda: self.latest_checkpoint)
-        state = _storage.to_host(state, copy=self._enable_async)
+        state = self._writer.to_host(state)
         if not self._enable_async:
             written = self._writer.write(number, state, config=config, extra=extra)
             self._last_saved_number = number

@@ -49,7 +49,13 @@ __all__ = [
 
 logger = logging.getLogger("torchgarden")
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+#: Checksum fields of a manifest entry and their hex forms (sha256: checkpoints before XXH3).
+_CHECKSUMS = {"xxh3_128": re.compile(r"^[0-9a-f]{32}$"), "sha256": re.compile(r"^[0-9a-f]{64}$")}
+
+
+def _has_checksum(info: Mapping[str, Any]) -> bool:
+    return any(isinstance(info.get(name), str) and form.match(info[name])
+               for name, form in _CHECKSUMS.items())
 
 
 def entries(directory: str, name: str) -> list[tuple[int, str]]:
@@ -92,15 +98,11 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     for file_name, info in files.items():
         if not isinstance(file_name, str) or os.path.basename(file_name) != file_name:
             raise CorruptCheckpointError(f"{meta_path!r} lists {file_name!r}, not a file name.")
-        if not (
-            isinstance(info, dict)
-            and type(info.get("bytes")) is int
-            and isinstance(info.get("sha256"), str)
-            and _SHA256.match(info["sha256"])
-        ):
+        if not (isinstance(info, dict) and type(info.get("bytes")) is int
+                and _has_checksum(info)):
             raise CorruptCheckpointError(
                 f"{meta_path!r}: the entry of {file_name!r} needs an integer 'bytes' and a "
-                f"hex 'sha256'."
+                f"hex checksum ('xxh3_128', or 'sha256' in older checkpoints)."
             )
     step = meta.get("step")
     number = _storage.checkpoint_number(path)
@@ -238,9 +240,8 @@ def read_state(
     meta = read_manifest(path)
     if dcp.is_dcp(meta):
         return dcp.read_state(path, meta, hashes=hashes)
-    if hashes:
-        _storage.verify(path)
-    state = _storage.load_state(path)
+    # With hashes, the files are checked on a second thread while torch.load reads them.
+    state = _storage.load_state(path, verify_files=hashes)
     step, number = recorded_step(state), _storage.checkpoint_number(path)
     if step is not None and step != number:
         raise CorruptCheckpointError(

@@ -47,13 +47,13 @@ def _resolve(path: str, checkpoint_name: str) -> str:
 
 def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
     if os.path.isdir(resolved):
-        if verify:
-            _storage.verify(resolved)
         meta_path = os.path.join(resolved, _storage.META_FILE)
         if os.path.isfile(meta_path) and dcp.is_dcp(_storage.read_meta(resolved)):
+            if verify:
+                _storage.verify(resolved)
             state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
         else:
-            state = _storage.load_state(resolved)
+            state = _storage.load_state(resolved, verify_files=verify)
     else:
         try:
             state = torch.load(resolved, map_location="cpu", weights_only=True)

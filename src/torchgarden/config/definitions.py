@@ -364,12 +364,18 @@ class RuntimeConfig(Config):
     ...); None uses torch's default. Defaults to None."""
     compile_eval: bool = False
     """Also compile the eval step when `enable_xla` is set. Defaults to False."""
+    steps_per_graph: int | None = None
+    """With `enable_xla`: training steps one compiled call runs, unrolled in one graph
+    (Orbit's in-graph loop); at most `trainer.steps_per_loop`. None chooses: the largest
+    divisor of `trainer.steps_per_loop` up to 10 for models of at most 1M parameters,
+    else 1. Defaults to None."""
     seed: int | None = None
     """Seed for Python, NumPy and torch RNGs; None leaves them unseeded. Defaults to None."""
     deterministic: bool = False
     """Use deterministic algorithms (slower; errors on ops without one). Defaults to False."""
     num_threads: int | None = None
-    """`torch.set_num_threads` value; None keeps torch's default. Defaults to None."""
+    """`torch.set_num_threads` value; None chooses half the CPU cores (at least 1;
+    torch's own default is all of them), logged at start-up. Defaults to None."""
     flush_denormal: bool = True
     """Flush denormal floats to zero on CPU (avoids slow paths). Defaults to True."""
     matmul_precision: str | None = None
@@ -415,6 +421,8 @@ class RuntimeConfig(Config):
             _choose_item(self, "trackers", name, _TRACKERS)
         if self.peak_flops is not None:
             _require(self, "peak_flops", self.peak_flops > 0, "> 0 or None")
+        if self.steps_per_graph is not None:
+            _require(self, "steps_per_graph", self.steps_per_graph >= 1, ">= 1 or None")
 
 
 @dataclasses.dataclass

@@ -8,6 +8,9 @@ The YAML shape matches Model Garden's, so this pastes unchanged::
         learning_rate: {type: cosine, cosine: {initial_learning_rate: 1.6, decay_steps: 3500}}
         warmup: {type: linear, linear: {warmup_steps: 50}}
         ema: {average_decay: 0.9999}
+
+The alternatives live in `torchgarden.config.optimizers` and
+`torchgarden.config.learning_rates`; this module holds the one-of choices.
 """
 
 from __future__ import annotations
@@ -15,26 +18,62 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config.base import Config
+from torchgarden.config.learning_rates import (
+    ConstantLrConfig,
+    CosineLrConfig,
+    ExponentialLrConfig,
+    LinearWarmupConfig,
+    PolynomialLrConfig,
+    PolynomialWarmupConfig,
+    PowerAndLinearDecayLrConfig,
+    PowerDecayWithOffsetLrConfig,
+    PowerLrConfig,
+    StepCosineLrConfig,
+    StepwiseLrConfig,
+)
 from torchgarden.config.oneof import OneOfConfig
+from torchgarden.config.optimizers import (
+    AdafactorConfig,
+    AdagradConfig,
+    AdamConfig,
+    AdamExperimentalConfig,
+    AdamWConfig,
+    AdamWExperimentalConfig,
+    BaseOptimizerConfig,
+    LAMBConfig,
+    LARSConfig,
+    RMSpropConfig,
+    SGDConfig,
+    SGDExperimentalConfig,
+)
 
 __all__ = [
+    "AdafactorConfig",
     "AdagradConfig",
     "AdamConfig",
+    "AdamExperimentalConfig",
     "AdamWConfig",
+    "AdamWExperimentalConfig",
     "BaseOptimizerConfig",
     "ConstantLrConfig",
     "CosineLrConfig",
     "EMAConfig",
     "ExponentialLrConfig",
+    "LAMBConfig",
+    "LARSConfig",
     "LinearWarmupConfig",
     "LrConfig",
     "OptimizationConfig",
     "OptimizerConfig",
     "PolynomialLrConfig",
     "PolynomialWarmupConfig",
+    "PowerAndLinearDecayLrConfig",
+    "PowerDecayWithOffsetLrConfig",
     "PowerLrConfig",
     "RMSpropConfig",
     "SGDConfig",
+    "SGDExperimentalConfig",
+    "StepCosineLrConfig",
     "StepwiseLrConfig",
     "WarmupConfig",
 ]
@@ -42,200 +81,40 @@ __all__ = [
 _field = dataclasses.field
 
 
-# ------------------------------------------------------------------ optimizers
-@dataclasses.dataclass
-class BaseOptimizerConfig(Config):
-    """Fields shared by every optimizer. The learning rate comes from `LrConfig`."""
-
-    clipnorm: float | None = None
-    """Clip each parameter's gradient to this L2 norm; None disables. Defaults to None."""
-    clipvalue: float | None = None
-    """Clip gradient values to [-clipvalue, clipvalue]; None disables. Defaults to None."""
-    global_clipnorm: float | None = None
-    """Clip the global L2 norm of all gradients; None disables. Defaults to None."""
-    fused: bool | None = None
-    """True: torch's fused kernel (faster on CPU and CUDA, rounds differently from a
-    hand-written loop). None or False: torch's default implementation, bitwise equal to
-    ``torch.optim.X(model.parameters(), ...)`` with torch's defaults. Defaults to None."""
-
-
-@dataclasses.dataclass
-class SGDConfig(BaseOptimizerConfig):
-    """Stochastic gradient descent (`torch.optim.SGD`)."""
-
-    momentum: float = 0.0
-    """Momentum factor. Defaults to 0.0."""
-    nesterov: bool = False
-    """Use Nesterov momentum. Defaults to False."""
-    weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
-
-
-@dataclasses.dataclass
-class AdamConfig(BaseOptimizerConfig):
-    """Adam (`torch.optim.Adam`), with Keras' default epsilon."""
-
-    beta_1: float = 0.9
-    """Decay rate of the first-moment estimate. Defaults to 0.9."""
-    beta_2: float = 0.999
-    """Decay rate of the second-moment estimate. Defaults to 0.999."""
-    epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7 (Keras; PyTorch uses 1e-8)."""
-    amsgrad: bool = False
-    """Use the AMSGrad variant. Defaults to False."""
-    weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
-
-
-@dataclasses.dataclass
-class AdamWConfig(BaseOptimizerConfig):
-    """Adam with decoupled weight decay (`torch.optim.AdamW`)."""
-
-    beta_1: float = 0.9
-    """Decay rate of the first-moment estimate. Defaults to 0.9."""
-    beta_2: float = 0.999
-    """Decay rate of the second-moment estimate. Defaults to 0.999."""
-    epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7."""
-    amsgrad: bool = False
-    """Use the AMSGrad variant. Defaults to False."""
-    weight_decay_rate: float = 0.0
-    """Decoupled weight-decay rate. Defaults to 0.0."""
-    exclude_from_weight_decay: list[str] = _field(default_factory=list)
-    """Parameter-name substrings that get no weight decay (e.g. `bias`, `norm`).
-    Defaults to []."""
-
-
-@dataclasses.dataclass
-class RMSpropConfig(BaseOptimizerConfig):
-    """RMSprop (`torch.optim.RMSprop`)."""
-
-    rho: float = 0.9
-    """Discount factor of the squared-gradient average (PyTorch's `alpha`). Defaults to 0.9."""
-    momentum: float = 0.0
-    """Momentum factor. Defaults to 0.0."""
-    epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7."""
-    centered: bool = False
-    """Normalise by the estimated gradient variance. Defaults to False."""
-    weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
-
-
-@dataclasses.dataclass
-class AdagradConfig(BaseOptimizerConfig):
-    """Adagrad (`torch.optim.Adagrad`)."""
-
-    initial_accumulator_value: float = 0.1
-    """Starting value of the squared-gradient accumulators. Defaults to 0.1."""
-    epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7."""
-    weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
-
-
 @dataclasses.dataclass
 class OptimizerConfig(OneOfConfig):
-    """Chooses the optimizer: `type` is one of `sgd, adam, adamw, rmsprop, adagrad`."""
+    """Chooses the optimizer: `type` is one of the fields below (Model Garden's names)."""
 
     type: str | None = "sgd"
     """The optimizer in use. Defaults to "sgd"."""
     sgd: SGDConfig = _field(default_factory=SGDConfig)
     """Settings used when `type` is "sgd"."""
+    sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
+    """Settings used when `type` is "sgd_experimental"."""
     adam: AdamConfig = _field(default_factory=AdamConfig)
     """Settings used when `type` is "adam"."""
+    adam_experimental: AdamExperimentalConfig = _field(default_factory=AdamExperimentalConfig)
+    """Settings used when `type` is "adam_experimental"."""
     adamw: AdamWConfig = _field(default_factory=AdamWConfig)
     """Settings used when `type` is "adamw"."""
+    adamw_experimental: AdamWExperimentalConfig = _field(
+        default_factory=AdamWExperimentalConfig)
+    """Settings used when `type` is "adamw_experimental"."""
+    lamb: LAMBConfig = _field(default_factory=LAMBConfig)
+    """Settings used when `type` is "lamb"."""
     rmsprop: RMSpropConfig = _field(default_factory=RMSpropConfig)
     """Settings used when `type` is "rmsprop"."""
+    lars: LARSConfig = _field(default_factory=LARSConfig)
+    """Settings used when `type` is "lars"."""
     adagrad: AdagradConfig = _field(default_factory=AdagradConfig)
     """Settings used when `type` is "adagrad"."""
-
-
-# ------------------------------------------------------------- learning rates
-@dataclasses.dataclass
-class ConstantLrConfig(Config):
-    """A fixed learning rate."""
-
-    learning_rate: float = 0.1
-    """The learning rate. Defaults to 0.1."""
-
-
-@dataclasses.dataclass
-class StepwiseLrConfig(Config):
-    """Piecewise-constant rate: `values[i]` until step `boundaries[i]`, then the next."""
-
-    boundaries: list[int] = _field(default_factory=list)
-    """Steps where the rate changes, increasing. Defaults to []."""
-    values: list[float] = _field(default_factory=list)
-    """Rates, one more than `boundaries`. Defaults to []."""
-    offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
-
-
-@dataclasses.dataclass
-class ExponentialLrConfig(Config):
-    """`initial_learning_rate * decay_rate ** (step / decay_steps)`."""
-
-    initial_learning_rate: float = 0.1
-    """Rate at step 0. Defaults to 0.1."""
-    decay_steps: int = 1
-    """Steps per decay period. Defaults to 1."""
-    decay_rate: float = 0.96
-    """Factor applied per period. Defaults to 0.96."""
-    staircase: bool = False
-    """Decay in whole periods (integer division). Defaults to False."""
-    offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
-
-
-@dataclasses.dataclass
-class PolynomialLrConfig(Config):
-    """Polynomial decay from `initial_learning_rate` to `end_learning_rate`."""
-
-    initial_learning_rate: float = 0.1
-    """Rate at step 0. Defaults to 0.1."""
-    decay_steps: int = 1
-    """Steps over which the rate decays. Defaults to 1."""
-    end_learning_rate: float = 1e-4
-    """Rate after `decay_steps`. Defaults to 1e-4."""
-    power: float = 1.0
-    """Exponent of the polynomial (1.0 is linear). Defaults to 1.0."""
-    cycle: bool = False
-    """Restart the decay every `decay_steps` (with a growing period). Defaults to False."""
-    offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
-
-
-@dataclasses.dataclass
-class CosineLrConfig(Config):
-    """Cosine decay from `initial_learning_rate` to `alpha * initial_learning_rate`."""
-
-    initial_learning_rate: float = 0.1
-    """Rate at step 0. Defaults to 0.1."""
-    decay_steps: int = 1
-    """Steps over which the rate decays. Defaults to 1."""
-    alpha: float = 0.0
-    """Final rate as a fraction of the initial one. Defaults to 0.0."""
-    offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
-
-
-@dataclasses.dataclass
-class PowerLrConfig(Config):
-    """`initial_learning_rate * max(step, 1) ** power`."""
-
-    initial_learning_rate: float = 0.1
-    """Rate at step 1. Defaults to 0.1."""
-    power: float = -0.5
-    """Exponent applied to the step. Defaults to -0.5."""
-    offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    adafactor: AdafactorConfig = _field(default_factory=AdafactorConfig)
+    """Settings used when `type` is "adafactor"."""
 
 
 @dataclasses.dataclass
 class LrConfig(OneOfConfig):
-    """Chooses the schedule: `constant, stepwise, exponential, polynomial, cosine, power`."""
+    """Chooses the schedule: `type` is one of the fields below (Model Garden's names)."""
 
     type: str | None = "constant"
     """The schedule in use. Defaults to "constant"."""
@@ -251,27 +130,14 @@ class LrConfig(OneOfConfig):
     """Settings used when `type` is "cosine"."""
     power: PowerLrConfig = _field(default_factory=PowerLrConfig)
     """Settings used when `type` is "power"."""
-
-
-# --------------------------------------------------------------------- warmup
-@dataclasses.dataclass
-class LinearWarmupConfig(Config):
-    """Linear ramp from `warmup_learning_rate` to the schedule's rate at `warmup_steps`."""
-
-    warmup_learning_rate: float = 0.0
-    """Rate at step 0. Defaults to 0.0."""
-    warmup_steps: int = 0
-    """Length of the ramp; 0 disables warmup. Defaults to 0."""
-
-
-@dataclasses.dataclass
-class PolynomialWarmupConfig(Config):
-    """Rate at `warmup_steps` times `(max(step, 1) / warmup_steps) ** power`."""
-
-    power: float = 1.0
-    """Exponent of the ramp. Defaults to 1.0."""
-    warmup_steps: int = 0
-    """Length of the ramp; 0 or less disables warmup. Defaults to 0."""
+    power_linear: PowerAndLinearDecayLrConfig = _field(
+        default_factory=PowerAndLinearDecayLrConfig)
+    """Settings used when `type` is "power_linear"."""
+    power_with_offset: PowerDecayWithOffsetLrConfig = _field(
+        default_factory=PowerDecayWithOffsetLrConfig)
+    """Settings used when `type` is "power_with_offset"."""
+    step_cosine_with_offset: StepCosineLrConfig = _field(default_factory=StepCosineLrConfig)
+    """Settings used when `type` is "step_cosine_with_offset"."""
 
 
 @dataclasses.dataclass
@@ -300,6 +166,9 @@ class EMAConfig(Config):
     dynamic_decay: bool = True
     """Use `min(average_decay, (1 + t) / (10 + t))` with `t = step - start_step`.
     Defaults to True."""
+    name: str | None = None
+    """Model Garden's display name; accepted so pasted configs read, unused. Defaults to
+    None."""
 
 
 @dataclasses.dataclass

@@ -84,6 +84,16 @@ class LossMean:
         self._sum += value  # In place, on device: no host sync.
         self._count += 1
 
+    @property
+    def total(self) -> torch.Tensor:
+        """The running sum, a device tensor; a compiled loop adds its losses to it in
+        place and then calls :meth:`add_count`."""
+        return self._sum
+
+    def add_count(self, count: int) -> None:
+        """Counts ``count`` updates already added to :attr:`total`."""
+        self._count += count
+
     def result(self) -> torch.Tensor:
         return self._sum / max(self._count, 1)
 

@@ -23,7 +23,9 @@ Example:
 
 Speed notes: the step path does no host-device synchronisation. The loss is added to a
 device tensor each step and read once per loop by the Controller; metrics update on
-device; the learning rate is written only when the schedule is not constant.
+device; the learning rate is written only when the schedule is not constant. A step
+function that runs K steps per call (``runtime.enable_xla``'s in-graph loop) gets K
+batches and K scheduled rates at a time (:meth:`Trainer.train`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,12 @@ __all__ = ["StepFunction", "Trainer"]
 
 class StepFunction(Protocol):
     """What runs one training step: ``Task.train_step`` or a drop-in replacement for it
-    (e.g. ``torchgarden.compile.CompiledTrainStep``)."""
+    (e.g. ``torchgarden.compile.CompiledTrainStep``).
+
+    A step function may also run several steps per call (Orbit's in-graph loop): it then
+    has ``steps_per_call`` (K) and ``run_steps(batches, *, learning_rates, loss_sum,
+    metrics)``, and the Trainer hands it K batches at a time (see :meth:`Trainer.train`).
+    """
 
     def __call__(
         self, inputs: Any, *, model: nn.Module, optimizer: Any, metrics: Sequence[Any]
@@ -132,6 +139,7 @@ class Trainer(Evaluator):
         self._last_loss: Any = None
         self._blowup_loss: float | None = None
         self._window_open = False  # Preempted mid-loop: the resumed run finishes the window.
+        self._steps_per_call = self._multi_step_size()
 
     def checkpoint_items(self) -> dict[str, Any]:
         """The Evaluator's items (model, step, EMA, RNGs) plus the optimizer, the data
@@ -186,7 +194,13 @@ class Trainer(Evaluator):
     # ------------------------------------------------------------------ training
 
     def train(self, num_steps: int) -> Logs:
-        """Runs ``num_steps`` steps and returns the loop's logs (Orbit ``train``)."""
+        """Runs ``num_steps`` steps and returns the loop's logs (Orbit ``train``).
+
+        With a step function that runs K steps per call (``steps_per_call`` and
+        ``run_steps``, e.g. the compiled in-graph loop), the steps go K at a time, and
+        the ``num_steps % K`` left over one by one through :meth:`train_step`. Loss
+        checks, the EMA and an overridden ``train_step`` keep every step on the host.
+        """
         iterator = self._train_iterator
         if iterator is None:
             raise ValueError(
@@ -200,7 +214,14 @@ class Trainer(Evaluator):
         preemption = self.preemption if not self._runtime.is_distributed else None
         check_loss = self.check_loss
         self.stopped_early = False
-        for _ in range(num_steps):
+        remaining, k = num_steps, self._steps_per_call
+        while k and remaining >= k:  # K steps per call of the step function.
+            self._train_steps(iterator, k)
+            remaining -= k
+            if preemption is not None and preemption.requested:
+                self.stopped_early = self._window_open = True
+                return self.train_loop_end()
+        for _ in range(remaining):
             train_step(iterator)
             if preemption is not None and preemption.requested:
                 self.stopped_early = self._window_open = True
@@ -255,6 +276,31 @@ class Trainer(Evaluator):
         if self._ema is not None:
             self._ema.update(step + 1)
         self._global_step.value = step + 1
+
+    def _train_steps(self, iterator: Iterator[Any], k: int) -> None:
+        """k global steps in one call of a multi-step ``step_fn`` (the compiled loop):
+        the batches and the scheduled rates are gathered first, and the step function
+        adds the losses to the loss meter itself."""
+        step = self._global_step.value
+        batches = [self.next_train_inputs(iterator) for _ in range(k)]
+        rates = [self._lr_schedule(step + i) for i in range(k)] if self._lr_varies else None
+        self._step_fn.run_steps(  # type: ignore[attr-defined]
+            batches, learning_rates=rates, loss_sum=self._train_loss.total,
+            metrics=self._train_metrics,
+        )
+        self._train_loss.add_count(k)
+        if rates is not None:
+            set_learning_rate(self._optimizer, rates[-1])
+        self._global_step.value = step + k
+
+    def _multi_step_size(self) -> int:
+        """K when the step function runs K steps per call and no step needs a look of
+        its own (loss checks, EMA, an overridden ``train_step``); else 0."""
+        k = int(getattr(self._step_fn, "steps_per_call", 0) or 0)
+        if (not hasattr(self._step_fn, "run_steps") or self._check_loss is not None
+                or self._ema is not None or type(self).train_step is not Trainer.train_step):
+            return 0
+        return k
 
     def accumulate_gradients(self, iterator: Iterator[Any]) -> torch.Tensor:
         """k = ``gradient_accumulation_steps`` batches through ``task.forward_backward``

@@ -11,6 +11,12 @@ from torchgarden.experiments.image_classification import (
     ImageClassificationModelConfig,
     image_classification,
 )
+from torchgarden.experiments.language_model import (
+    LanguageModelConfig,
+    LanguageModelDataConfig,
+    LanguageModelModelConfig,
+    language_model,
+)
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig, retinanet
 from torchgarden.experiments.semantic_segmentation import (
     GeneratedShapesConfig,
@@ -33,6 +39,10 @@ __all__ = [
     "SegmentationModelConfig",
     "SemanticSegmentationConfig",
     "semantic_segmentation",
+    "LanguageModelConfig",
+    "LanguageModelDataConfig",
+    "LanguageModelModelConfig",
+    "language_model",
     "RetinaNetConfig",
     "RetinaNetDataConfig",
     "retinanet",

@@ -13,6 +13,12 @@ task:
 ``source: datasets`` reads a Hugging Face dataset saved with ``save_to_disk`` (by index, or
 as a stream with ``streaming: true``) and ``source: webdataset`` WebDataset ``.tar``
 shards; ``x_key`` / ``y_key`` name the image and label columns (docs/data.md).
+
+``task.model.name`` swaps the built-in MLP/CNN for a model library's classifier
+(`torchgarden.models`), sized by ``task.model.library_config``::
+
+    torchgarden train --experiment image_classification --params_override \
+      'task.model.name=transformers/resnet,task.model.library_config.hidden_sizes=[32,64],task.model.library_config.depths=[1,1],task.model.library_config.embedding_size=32'
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config import (
-    Config,
     DataConfig,
     ExperimentConfig,
     RuntimeConfig,
@@ -28,6 +33,7 @@ from torchgarden.config import (
 )
 from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -81,21 +87,23 @@ class ImageClassificationDataConfig(DataConfig):
 
 
 @dataclasses.dataclass
-class ImageClassificationModelConfig(Config):
-    """A small classifier."""
+class ImageClassificationModelConfig(LibraryModelConfig):
+    """A small built-in classifier, or a model library's one when ``name`` is set."""
 
     architecture: str = "mlp"
-    """``mlp`` (flatten + hidden layers) or ``cnn`` (conv blocks + linear head)."""
+    """``mlp`` (flatten + hidden layers) or ``cnn`` (conv blocks + linear head); unused
+    when ``name`` names a library model."""
     input_size: list[int] = dataclasses.field(default_factory=lambda: [1, 8, 8])
     """Input shape (channels, height, width)."""
     num_classes: int = 10
     """Number of classes."""
     hidden_sizes: list[int] = dataclasses.field(default_factory=lambda: [128])
-    """MLP hidden widths, or CNN channel counts per block."""
+    """MLP hidden widths, or CNN channel counts per block (built-in models only)."""
     dropout: float = 0.0
-    """Dropout before the classifier."""
+    """Dropout before the classifier (built-in models only)."""
 
     def check(self) -> None:
+        super().check()
         if self.architecture not in _ARCHITECTURES:
             raise ConfigError(
                 f"task.model.architecture must be one of {', '.join(_ARCHITECTURES)}, got "

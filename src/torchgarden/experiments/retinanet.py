@@ -29,6 +29,7 @@ from torchgarden.config import (
 )
 from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.experiments.semantic_segmentation import GeneratedShapesConfig
 from torchgarden.registry import register_experiment
 
@@ -38,6 +39,7 @@ __all__ = [
     "RetinaNetLossConfig",
     "RetinaNetModelConfig",
     "retinanet",
+    "retinanet_resnet18",
 ]
 
 
@@ -89,8 +91,13 @@ class RetinaNetModelConfig(Config):
     """Finest pyramid level (stride ``2**min_level``). Defaults to 2."""
     max_level: int = 4
     """Coarsest pyramid level. Defaults to 4."""
+    backbone: LibraryModelConfig = dataclasses.field(default_factory=LibraryModelConfig)
+    """A model library's backbone by name (``backbone.name: transformers/resnet``), whose
+    stages give levels ``log2(stride)`` (a ResNet: 2..5); empty name = the built-in
+    small backbone of ``backbone_channels``. Defaults to the built-in one."""
     backbone_channels: list[int] = dataclasses.field(default_factory=lambda: [16, 32, 64, 128])
-    """Channels of backbone stages 1..max_level. Defaults to [16, 32, 64, 128]."""
+    """Channels of the built-in backbone's stages 1..max_level. Defaults to
+    [16, 32, 64, 128]."""
     fpn_channels: int = 64
     """Feature-pyramid width. Defaults to 64."""
     head_channels: int = 64
@@ -126,7 +133,7 @@ class RetinaNetModelConfig(Config):
             key = self.field_path("min_level")
             raise ConfigError(f"{key} ({self.min_level}) and max_level ({self.max_level}) must "
                               "satisfy 1 <= min_level <= max_level", key=key)
-        if len(self.backbone_channels) != self.max_level:
+        if not self.backbone.name and len(self.backbone_channels) != self.max_level:
             key = self.field_path("backbone_channels")
             raise ConfigError(f"{key} needs one entry per level 1..{self.max_level} (max_level), "
                               f"received {self.backbone_channels}", key=key)
@@ -217,3 +224,19 @@ def retinanet() -> ExperimentConfig:
         ),
         runtime=RuntimeConfig(seed=0),
     )
+
+
+@register_experiment("retinanet_resnet18")
+def retinanet_resnet18() -> ExperimentConfig:
+    """`retinanet` with a transformers ResNet-18 backbone (11.2M parameters, random
+    weights) on the same 64x64 shapes: the pyramid on its stages at strides 4/8/16
+    (levels 2-4; stride 32 leaves 2x2 maps of a 64-pixel image), Adam at 1e-3."""
+    config = retinanet()
+    config.override({
+        "task": {"model": {"backbone": {"name": "transformers/resnet", "library_config": {
+            "layer_type": "basic", "embedding_size": 64, "hidden_sizes": [64, 128, 256, 512],
+            "depths": [2, 2, 2, 2]}}}},
+        "trainer": {"optimizer_config": {"learning_rate": {"cosine": {
+            "initial_learning_rate": 1e-3}}}},
+    })
+    return config

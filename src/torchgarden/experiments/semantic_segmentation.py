@@ -30,6 +30,7 @@ from torchgarden.config import (
 )
 from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -123,6 +124,10 @@ class SegmentationModelConfig(Config):
     upsamples the logits (about 4x cheaper), 1 keeps full resolution. Defaults to 2."""
     dropout: float = 0.0
     """Dropout before the classifier. Defaults to 0.0."""
+    backbone: LibraryModelConfig = dataclasses.field(default_factory=LibraryModelConfig)
+    """A model library's backbone by name (``backbone.name: transformers/resnet``) under a
+    semantic-FPN head (`torchgarden.vision.BackboneSegmentationModel`); empty name = the
+    built-in encoder-decoder of ``widths``. Defaults to the built-in one."""
 
     def check(self) -> None:
         if self.stem_stride not in (1, 2):

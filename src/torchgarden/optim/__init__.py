@@ -1,10 +1,12 @@
 """Optimisation: LR schedules, the optimizer factory, loss scaling and weight EMA.
 
-Model Garden's ``official/modeling/optimization`` on PyTorch. Configs become objects
+Model Garden's ``official/modeling/optimization`` on PyTorch, LAMB, LARS and Adafactor
+included. Configs become objects
 through :func:`build_learning_rate` and :func:`build_optimizer`; everything else takes
 built objects.
 """
 
+from torchgarden.optim import model_garden_optimizers  # noqa: F401  (registers lamb, lars, ...)
 from torchgarden.optim.clipping import add_gradient_clipping
 from torchgarden.optim.ema import ExponentialMovingAverage
 from torchgarden.optim.factory import (
@@ -13,8 +15,15 @@ from torchgarden.optim.factory import (
     register_optimizer,
     set_learning_rate,
 )
+from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
+from torchgarden.optim.model_garden_schedules import (
+    InverseTimeDecay,
+    PowerAndLinearDecay,
+    PowerDecayWithOffset,
+    StepCosineDecayWithOffset,
+)
 from torchgarden.optim.schedules import (
     ConstantSchedule,
     CosineDecay,
@@ -32,13 +41,19 @@ __all__ = [
     "CosineDecay",
     "ExponentialDecay",
     "ExponentialMovingAverage",
+    "InverseTimeDecay",
+    "LAMB",
+    "LARS",
     "LearningRateSchedule",
     "LinearWarmup",
     "LossScaleOptimizer",
     "PiecewiseConstantDecay",
     "PolynomialDecay",
     "PolynomialWarmup",
+    "PowerAndLinearDecay",
     "PowerDecay",
+    "PowerDecayWithOffset",
+    "StepCosineDecayWithOffset",
     "add_gradient_clipping",
     "build_learning_rate",
     "build_optimizer",

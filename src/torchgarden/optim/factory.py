@@ -8,11 +8,17 @@ config        torch
 ``sgd``       ``torch.optim.SGD(momentum, nesterov, weight_decay)``
 ``adam``      ``torch.optim.Adam(betas=(beta_1, beta_2), eps=epsilon, amsgrad, weight_decay)``
 ``adamw``     ``torch.optim.AdamW(betas, eps, amsgrad, weight_decay=weight_decay_rate)``;
-              parameters whose name contains an ``exclude_from_weight_decay`` entry go
-              to a param group with ``weight_decay=0``
+              parameters whose name matches an ``exclude_from_weight_decay`` regex (and
+              no ``include_in_weight_decay`` one) go to a param group with
+              ``weight_decay=0``
 ``rmsprop``   ``torch.optim.RMSprop(alpha=rho, momentum, eps=epsilon, centered, weight_decay)``
 ``adagrad``   ``torch.optim.Adagrad(initial_accumulator_value, eps=epsilon, weight_decay)``
 ============  ==========================================================================
+
+``lamb``, ``lars``, ``adafactor`` and the ``*_experimental`` types are registered by
+:mod:`torchgarden.optim.model_garden_optimizers`. Name-pattern lists
+(``exclude_from_weight_decay``, ...) are regexes matched with ``re.search`` against
+parameter names (:mod:`torchgarden.optim.param_groups`).
 
 The update rules are torch's, which differ from Keras in small ways:
 
@@ -62,13 +68,13 @@ from torch import nn
 from torchgarden.optim._config_access import OPTIMIZATION_PATH, selected
 from torchgarden.optim.clipping import add_gradient_clipping
 from torchgarden.optim.learning_rate import build_learning_rate
+from torchgarden.optim.param_groups import ParamGroups, build_param_groups, name_overrides
 
 if TYPE_CHECKING:
     from torchgarden.config import OptimizationConfig
 
 __all__ = ["build_optimizer", "get_learning_rate", "register_optimizer", "set_learning_rate"]
 
-ParamGroups = list[dict[str, Any]]
 OptimizerBuilder = Callable[..., torch.optim.Optimizer]
 """``builder(sub_config, param_groups, *, lr, [fused]) -> Optimizer``."""
 
@@ -220,59 +226,6 @@ def _build_adagrad(config: Any, param_groups: ParamGroups, *, lr: float, fused: 
     )
 
 
-def _named_or_plain(params: Any) -> tuple[list[tuple[str, torch.Tensor]] | None, list[Any]]:
-    """Splits ``params`` into ``(named pairs or None, items)``."""
-    if isinstance(params, nn.Module):
-        named = [(n, p) for n, p in params.named_parameters() if p.requires_grad]
-        return named, [p for _, p in named]
-    if isinstance(params, torch.Tensor) or not isinstance(params, Iterable):
-        raise TypeError(
-            "build_optimizer `params` must be an nn.Module or an iterable of parameters, "
-            f"(name, parameter) pairs or param-group dicts; got {type(params).__name__}."
-        )
-    items = list(params)
-    if items and all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str) for i in items):
-        return items, [p for _, p in items]
-    return None, items
-
-
-def _param_groups(params: Any, exclude_from_weight_decay: list[str]) -> ParamGroups:
-    named, items = _named_or_plain(params)
-    if not items:
-        raise ValueError(
-            "build_optimizer got no trainable parameters; check that the model has "
-            "parameters with requires_grad=True."
-        )
-    if named is None:
-        if all(isinstance(i, dict) for i in items):
-            groups = [dict(group) for group in items]
-        elif all(isinstance(i, torch.Tensor) for i in items):
-            groups = [{"params": items}]
-        else:
-            kinds = sorted({type(i).__name__ for i in items})
-            raise TypeError(
-                "build_optimizer `params` must hold only tensors, only (name, tensor) pairs "
-                f"or only param-group dicts; got a mix of {kinds}."
-            )
-        if exclude_from_weight_decay:
-            raise ValueError(
-                f"{_OPTIMIZER_PATH} exclude_from_weight_decay={exclude_from_weight_decay} "
-                "needs parameter names; pass the nn.Module or model.named_parameters() "
-                "instead of bare parameters or param groups."
-            )
-        return groups
-    if not exclude_from_weight_decay:
-        return [{"params": [p for _, p in named]}]
-    decay, no_decay = [], []
-    for name, param in named:
-        excluded = any(pattern in name for pattern in exclude_from_weight_decay)
-        (no_decay if excluded else decay).append(param)
-    groups = [{"params": decay}] if decay else []
-    if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0})
-    return groups
-
-
 def build_optimizer(
     optimization_config: OptimizationConfig,
     params: nn.Module | Iterable[Any],
@@ -316,8 +269,8 @@ def build_optimizer(
     kind, sub_config = selected(optimization_config.optimizer, _OPTIMIZER_PATH, _OPTIMIZERS)
     if lr is None:
         lr = build_learning_rate(optimization_config)(0)
-    exclude = list(getattr(sub_config, "exclude_from_weight_decay", None) or [])
-    param_groups = _param_groups(params, exclude)
+    param_groups = build_param_groups(
+        params, name_overrides(sub_config), path=f"{_OPTIMIZER_PATH}.{kind}")
     entry = _OPTIMIZERS[kind]
     kwargs: dict[str, Any] = {"lr": float(lr)}
     if entry.accepts_fused:
@@ -332,9 +285,19 @@ def build_optimizer(
         optimizer,
         clipnorm=getattr(sub_config, "clipnorm", None),
         clipvalue=getattr(sub_config, "clipvalue", None),
-        global_clipnorm=getattr(sub_config, "global_clipnorm", None),
+        global_clipnorm=_global_clipnorm(sub_config, f"{_OPTIMIZER_PATH}.{kind}"),
     )
     return optimizer
+
+
+def _global_clipnorm(sub_config: Any, path: str) -> float | None:
+    """``global_clipnorm``, or Model Garden adamw's ``gradient_clip_norm`` (one of them)."""
+    value = getattr(sub_config, "global_clipnorm", None)
+    legacy = getattr(sub_config, "gradient_clip_norm", None)
+    if value is not None and legacy is not None:
+        raise ValueError(f"{path} sets both global_clipnorm ({value}) and gradient_clip_norm "
+                         f"({legacy}); keep one of them.")
+    return legacy if value is None else value
 
 
 def set_learning_rate(optimizer: Any, lr: float) -> None:

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from torchgarden.optim._config_access import OPTIMIZATION_PATH, REQUIRED, read_fields, selected
+from torchgarden.optim.model_garden_schedules import (
+    InverseTimeDecay,
+    PowerAndLinearDecay,
+    PowerDecayWithOffset,
+    StepCosineDecayWithOffset,
+)
 from torchgarden.optim.schedules import (
     ConstantSchedule,
     CosineDecay,
@@ -52,6 +58,29 @@ _SCHEDULES: dict[str, tuple[type[LearningRateSchedule], dict[str, Any]]] = {
         {"initial_learning_rate": REQUIRED, "decay_steps": REQUIRED, "alpha": 0.0, "offset": 0},
     ),
     "power": (PowerDecay, {"initial_learning_rate": REQUIRED, "power": -0.5, "offset": 0}),
+    "power_linear": (
+        PowerAndLinearDecay,
+        {
+            "initial_learning_rate": REQUIRED,
+            "total_decay_steps": REQUIRED,
+            "power": -0.5,
+            "linear_decay_fraction": 0.1,
+            "offset": 0,
+        },
+    ),
+    "power_with_offset": (
+        PowerDecayWithOffset,
+        {
+            "initial_learning_rate": REQUIRED,
+            "power": -0.5,
+            "offset": 0,
+            "pre_offset_learning_rate": 1.0e6,
+        },
+    ),
+    "step_cosine_with_offset": (
+        StepCosineDecayWithOffset,
+        {"boundaries": REQUIRED, "values": REQUIRED, "offset": 0},
+    ),
 }
 
 _WARMUPS: dict[str, tuple[type[LearningRateSchedule], dict[str, Any]]] = {
@@ -65,8 +94,10 @@ def build_learning_rate(optimization_config: OptimizationConfig) -> LearningRate
 
     Args:
         optimization_config: Reads ``.learning_rate`` (one-of: ``constant``, ``stepwise``,
-            ``exponential``, ``polynomial``, ``cosine``, ``power``) and ``.warmup``
-            (one-of: unset, ``linear``, ``polynomial``).
+            ``exponential``, ``polynomial``, ``cosine``, ``power``, ``power_linear``,
+            ``power_with_offset``, ``step_cosine_with_offset``), ``.warmup`` (one-of:
+            unset, ``linear``, ``polynomial``) and the optimizer's legacy Keras ``decay``
+            (``sgd``), which divides the rate by ``1 + decay * step``.
 
     Returns:
         A schedule; call it with the global step.
@@ -89,9 +120,18 @@ def build_learning_rate(optimization_config: OptimizationConfig) -> LearningRate
     schedule = cls(**read_fields(sub_config, f"{lr_path}.{kind}", fields))
 
     warmup = getattr(optimization_config, "warmup", None)
-    if warmup is None or getattr(warmup, "type", None) in (None, ""):
-        return schedule
-    warmup_path = f"{OPTIMIZATION_PATH}.warmup"
-    kind, sub_config = selected(warmup, warmup_path, _WARMUPS)
-    cls, fields = _WARMUPS[kind]
-    return cls(schedule, **read_fields(sub_config, f"{warmup_path}.{kind}", fields))
+    if warmup is not None and getattr(warmup, "type", None) not in (None, ""):
+        warmup_path = f"{OPTIMIZATION_PATH}.warmup"
+        kind, sub_config = selected(warmup, warmup_path, _WARMUPS)
+        cls, fields = _WARMUPS[kind]
+        schedule = cls(schedule, **read_fields(sub_config, f"{warmup_path}.{kind}", fields))
+    return _legacy_decay(optimization_config, schedule)
+
+
+def _legacy_decay(optimization_config: Any, schedule: LearningRateSchedule) -> LearningRateSchedule:
+    """Wraps ``schedule`` with the optimizer's Keras ``decay`` (applied after warmup, as the
+    legacy Keras optimizer decays whatever rate it is given)."""
+    optimizer = getattr(optimization_config, "optimizer", None)
+    kind = getattr(optimizer, "type", None)
+    decay = getattr(getattr(optimizer, kind, None), "decay", 0.0) if kind else 0.0
+    return InverseTimeDecay(schedule, decay) if decay else schedule

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchgarden import data, metrics
+from torchgarden import data, metrics, models
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.data import validation
@@ -26,7 +26,13 @@ __all__ = ["ImageClassificationTask", "build_classifier"]
 
 
 def build_classifier(config: ImageClassificationModelConfig) -> nn.Module:
-    """An MLP or a small CNN for ``config.input_size`` inputs and ``num_classes`` logits."""
+    """A library model when ``config.name`` is set, else an MLP or a small CNN, for
+    ``config.input_size`` inputs and ``num_classes`` logits."""
+    if config.name:
+        return models.build_image_classifier(
+            config.name, num_classes=config.num_classes, input_size=config.input_size,
+            settings=config.library_config, pretrained_path=config.pretrained_path,
+            ignore_mismatched_sizes=config.ignore_mismatched_sizes)
     channels, height, width = config.input_size
     layers: list[nn.Module] = []
     if config.architecture == "mlp":

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchgarden import data, losses, metrics
+from torchgarden import data, losses, metrics, models
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig
@@ -115,8 +115,15 @@ class RetinaNetTask(Task):
 
     def build_model(self) -> nn.Module:
         cfg = self.task_config.model
+        backbone = None
+        if cfg.backbone.name:
+            backbone = models.build_backbone(
+                cfg.backbone.name, settings=cfg.backbone.library_config,
+                pretrained_path=cfg.backbone.pretrained_path,
+                ignore_mismatched_sizes=cfg.backbone.ignore_mismatched_sizes)
         return RetinaNet(
-            num_classes=cfg.num_classes, min_level=cfg.min_level, max_level=cfg.max_level,
+            num_classes=cfg.num_classes, backbone=backbone, min_level=cfg.min_level,
+            max_level=cfg.max_level,
             backbone_channels=cfg.backbone_channels, fpn_channels=cfg.fpn_channels,
             head_channels=cfg.head_channels, num_head_convs=cfg.num_head_convs,
             num_scales=cfg.num_scales, aspect_ratios=cfg.aspect_ratios,

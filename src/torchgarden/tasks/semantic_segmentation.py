@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from torchgarden import data, losses, metrics
+from torchgarden import data, losses, metrics, models
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.experiments.semantic_segmentation import (
@@ -23,6 +23,7 @@ from torchgarden.registry import register_task
 from torchgarden.tasks.serving import SegmenterServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.augment import Augmentation
+from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
 from torchgarden.vision.segmentation_data import SegmentationFolderDataset
 from torchgarden.vision.segmentation_model import SegmentationModel
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
@@ -127,6 +128,12 @@ class SemanticSegmentationTask(Task):
 
     def build_model(self) -> nn.Module:
         model = self.task_config.model
+        if model.backbone.name:
+            backbone = models.build_backbone(
+                model.backbone.name, settings=model.backbone.library_config,
+                pretrained_path=model.backbone.pretrained_path,
+                ignore_mismatched_sizes=model.backbone.ignore_mismatched_sizes)
+            return BackboneSegmentationModel(backbone, model.num_classes, dropout=model.dropout)
         return SegmentationModel(
             model.num_classes, widths=model.widths, stem_stride=model.stem_stride,
             dropout=model.dropout,

@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from torchgarden import distribute, optim
 from torchgarden.checkpoint import BestCheckpointExporter
-from torchgarden.compile import compiled_train_step
+from torchgarden.compile import choose_steps_per_call, compiled_train_step
 from torchgarden.config import (
     ConfigError,
     DataConfig,
@@ -182,9 +182,14 @@ def _compiled_step(
     params: ExperimentConfig, task: Task, model: nn.Module, optimizer: Any,
     runtime: RuntimeContext,
 ) -> StepFunction | None:
+    cfg = params.trainer
+    # Loss checks after every step and the weight EMA need the host between steps.
+    per_step = cfg.optimizer_config.ema is not None or _loss_bound(cfg) is not None
     return compiled_train_step(
         task, model, optimizer, mode=params.runtime.compile_mode, strategy=runtime.strategy,
-        accumulation_steps=params.trainer.gradient_accumulation_steps,
+        accumulation_steps=cfg.gradient_accumulation_steps,
+        steps_per_call=1 if per_step else choose_steps_per_call(
+            model, cfg.steps_per_loop, params.runtime.steps_per_graph),
     )
 
 

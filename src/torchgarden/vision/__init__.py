@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     # semantic segmentation (torch)
     "SegmentationFolderDataset": "torchgarden.vision.segmentation_data",
     "SegmentationModel": "torchgarden.vision.segmentation_model",
+    "BackboneSegmentationModel": "torchgarden.vision.backbone_segmentation",
     # object detection (torch); the greedy `nms` function is
     # `torchgarden.vision.nms.nms`, since `torchgarden.vision.nms` names its module
     "BOX_FORMATS": "torchgarden.vision.boxes",
@@ -70,6 +71,7 @@ __all__ = [
     "scale_crop",
     "SegmentationFolderDataset",
     "SegmentationModel",
+    "BackboneSegmentationModel",
     "BOX_FORMATS",
     "box_area",
     "box_iou",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
         random_scale_crop,
         scale_crop,
     )
+    from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
     from torchgarden.vision.boxes import (
         BOX_FORMATS,
         box_area,

@@ -187,15 +187,37 @@ class RetinaNetHead(nn.Module):
         return cls_outputs, box_outputs
 
 
+def _resolve_backbone(backbone: nn.Module | None, backbone_channels: Sequence[int],
+                      levels: list[str]) -> tuple[nn.Module, dict[str, int]]:
+    """The backbone (built-in when None) and the channels of the pyramid's levels."""
+    if backbone is None:
+        if len(backbone_channels) != int(levels[-1]):
+            raise ValueError(f"RetinaNet: backbone_channels needs one entry per level 1.."
+                             f"{levels[-1]} ({levels[-1]} entries), got "
+                             f"{list(backbone_channels)}.")
+        return SmallBackbone(backbone_channels), {
+            lv: backbone_channels[int(lv) - 1] for lv in levels}
+    found = dict(getattr(backbone, "channels", {}))
+    if any(lv not in found for lv in levels):
+        raise ValueError(f"RetinaNet: the backbone has levels {sorted(found, key=int)} but "
+                         f"min_level..max_level needs {levels}; change the levels.")
+    return backbone, {lv: found[lv] for lv in levels}
+
+
 class RetinaNet(nn.Module):
     """Backbone + FPN + shared heads; detections in ``eval()`` mode.
 
     Args:
         num_classes: Foreground classes; detections are labelled ``1..num_classes``.
+        backbone: A module mapping images to ``{str(level): features}`` with a
+            ``channels`` attribute ``{str(level): channels}`` covering
+            ``min_level..max_level`` (a library backbone from
+            `torchgarden.models.build_backbone`, e.g. a transformers ResNet-18 with
+            levels 2-5). Defaults to None: a `SmallBackbone` of ``backbone_channels``.
         min_level: Finest pyramid level. Defaults to 2 (stride 4).
         max_level: Coarsest pyramid level. Defaults to 4 (stride 16).
-        backbone_channels: Channels of backbone stages ``1..max_level``. Defaults to
-            ``(16, 32, 64, 128)``.
+        backbone_channels: Channels of the built-in backbone's stages ``1..max_level``.
+            Defaults to ``(16, 32, 64, 128)``.
         fpn_channels: Pyramid width. Defaults to 64.
         head_channels: Tower width. Defaults to 64.
         num_head_convs: Convs per tower. Defaults to 2.
@@ -210,14 +232,15 @@ class RetinaNet(nn.Module):
         pre_nms_top_k: Candidates per image entering NMS. Defaults to 1000.
 
     Raises:
-        ValueError: If ``backbone_channels`` does not have ``max_level`` entries or the
-            levels are out of order.
+        ValueError: If ``backbone_channels`` does not have ``max_level`` entries, a given
+            ``backbone`` lacks a level, or the levels are out of order.
     """
 
     def __init__(
         self,
         *,
         num_classes: int,
+        backbone: nn.Module | None = None,
         min_level: int = 2,
         max_level: int = 4,
         backbone_channels: Sequence[int] = (16, 32, 64, 128),
@@ -238,9 +261,8 @@ class RetinaNet(nn.Module):
         if not 1 <= min_level <= max_level:
             raise ValueError(f"RetinaNet: levels must satisfy 1 <= min_level <= max_level, got "
                              f"min_level={min_level}, max_level={max_level}.")
-        if len(backbone_channels) != max_level:
-            raise ValueError(f"RetinaNet: backbone_channels needs one entry per level 1.."
-                             f"{max_level} ({max_level} entries), got {list(backbone_channels)}.")
+        levels = [str(level) for level in range(min_level, max_level + 1)]
+        backbone, channels = _resolve_backbone(backbone, backbone_channels, levels)
         if num_classes < 1:
             raise ValueError(f"RetinaNet: num_classes must be >= 1, got {num_classes}.")
         self.num_classes = num_classes
@@ -254,10 +276,8 @@ class RetinaNet(nn.Module):
         self.max_detections = max_detections
         self.pre_nms_top_k = pre_nms_top_k
         self.num_anchors = num_scales * len(self.aspect_ratios)
-        self.backbone = SmallBackbone(backbone_channels)
-        levels = [str(level) for level in range(min_level, max_level + 1)]
-        self.fpn = FeaturePyramid({lv: backbone_channels[int(lv) - 1] for lv in levels},
-                                  channels=fpn_channels)
+        self.backbone = backbone
+        self.fpn = FeaturePyramid(channels, channels=fpn_channels)
         self.head = RetinaNetHead(fpn_channels, num_classes=num_classes,
                                   num_anchors=self.num_anchors, channels=head_channels,
                                   num_convs=num_head_convs, prior_probability=prior_probability)

@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"utils"},
     {"config", "modes"},
     {"layers", "metrics", "losses", "data", "optim", "summary", "checkpoint", "callbacks",
-     "distribute", "runtime", "vision"},
+     "distribute", "runtime", "vision", "models", "text"},
     {"core"},
     {"compile", "loop"},
     {"registry"},

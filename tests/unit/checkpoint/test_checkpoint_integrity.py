@@ -72,7 +72,7 @@ def test_truncated_latest_falls_back_with_one_warning(tmp_path, make_checkpoint,
     CheckpointManager.verify(newest)
 
 
-def test_flipped_byte_is_a_sha_mismatch(tmp_path, make_checkpoint):
+def test_flipped_byte_is_a_checksum_mismatch(tmp_path, make_checkpoint):
     _, (_, newest) = _saved(tmp_path, make_checkpoint)
     state_file = os.path.join(newest, "state.pt")
     with open(state_file, "r+b") as f:
@@ -80,7 +80,7 @@ def test_flipped_byte_is_a_sha_mismatch(tmp_path, make_checkpoint):
         byte = f.read(1)
         f.seek(100)
         f.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(CorruptCheckpointError, match=r"state\.pt' sha256 .* does not match"):
+    with pytest.raises(CorruptCheckpointError, match=r"state\.pt' xxh3_128 .* does not match"):
         CheckpointManager.verify(newest)
     with pytest.raises(CorruptCheckpointError):
         CheckpointManager(make_checkpoint(), tmp_path).restore(newest)
@@ -108,6 +108,7 @@ def test_pickled_payload_is_refused(tmp_path, make_checkpoint):
     torch.save({"model": {}, "evil": Payload()}, state_file)
     with open(state_file, "rb") as f:
         data = f.read()
+    # A checkpoint written before the xxh3_128 checksums: its sha256 is still checked.
     files = {"state.pt": {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}}
     _rewrite_meta(newest, files=files)
     CheckpointManager.verify(newest)  # checksums are consistent ...

@@ -83,7 +83,7 @@ def test_damaged_newest_dcp_checkpoint_is_skipped_and_retention_applies(
         f.write(b"\x00\x01\x02")  # Same size, other bytes: only the sha256 tells.
     with caplog.at_level(logging.WARNING, logger="torchgarden"):
         assert CheckpointManager(make_checkpoint(), tmp_path).restore() == paths[1]
-    assert "__0_0.distcp" in caplog.text and "sha256" in caplog.text
+    assert "__0_0.distcp" in caplog.text and "checksum" in caplog.text
 
 
 def test_dcp_item_mismatch_names_the_keys(tmp_path, make_checkpoint, model_factory):

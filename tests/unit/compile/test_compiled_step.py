@@ -15,7 +15,8 @@ import torch
 from torch._dynamo.utils import counters
 
 from torchgarden import get_experiment, get_task
-from torchgarden.compile import CompiledTrainStep, unsupported_reason
+from torchgarden import metrics as metrics_lib
+from torchgarden.compile import CompiledTrainStep, choose_steps_per_call, unsupported_reason
 from torchgarden.core import Task
 from torchgarden.train_lib import create_trainer
 
@@ -119,7 +120,7 @@ def test_restored_optimizer_state_is_read_by_the_graph(aot_eager):
 
 
 def test_a_batch_of_another_shape_is_checked_by_the_guards_not_trusted(aot_eager):
-    eager, compiled = build(toy(xla=False)), build(toy())
+    eager, compiled = build(toy(xla=False)), build(toy(steps_per_graph=1))
     eager.train(8)
     compiled.train(8)  # Later calls with this batch shape skip the guards.
     features, labels = next(iter(get_task(toy().task).build_inputs(toy().task.train_data)))
@@ -233,4 +234,133 @@ def test_inductor_whole_step_matches_eager_without_recompiling():
     compiled_losses = [float(compiled.train(4)["training_loss"]) for _ in range(5)]
     assert graphs() - before == 1
     assert compiled_losses == pytest.approx(eager_losses, rel=RTOL)
+    assert_weights_close(compiled.unwrapped_model, eager.unwrapped_model)
+
+
+# ---------------------------------------------------------------- the in-graph loop
+
+
+def test_k_steps_per_call_train_like_k_single_compiled_steps_in_one_graph(aot_eager):
+    single, looped = build(toy(steps_per_graph=1)), build(toy(steps_per_graph=4))
+    calls = []
+    graph = looped.step_fn._graph
+    looped.step_fn._graph = lambda *args: calls.append(len(args[5])) or graph(*args)
+    before = graphs()
+    looped_logs = [looped.train(4) for _ in range(3)]
+    after_looped = graphs()
+    single_logs = [single.train(4) for _ in range(3)]
+
+    assert looped.step_fn.steps_per_call == 4
+    assert after_looped - before == 1  # One 4-step graph for 8 steps, 2 loops, 8 rates.
+    assert calls == [4, 4]  # The first 4 steps ran eagerly (the optimizer's state).
+    assert looped.step_fn.metrics_in_graph
+    for key in ("training_loss", "mean_absolute_error", "learning_rate"):
+        assert [float(logs[key]) for logs in looped_logs] == pytest.approx(
+            [float(logs[key]) for logs in single_logs], rel=RTOL)
+    assert_weights_close(looped.unwrapped_model, single.unwrapped_model)
+    assert looped.optimizer.param_groups[0]["lr"] == single.optimizer.param_groups[0]["lr"]
+    steps = {int(s["step"]) for s in looped.optimizer.state_dict()["state"].values()}
+    assert steps == {12} and int(looped.global_step) == 12
+
+
+def test_resuming_between_graph_calls_gives_the_uninterrupted_weights(aot_eager):
+    whole = build(toy(steps_per_graph=2))
+    for _ in range(4):
+        whole.train(4)
+    first = build(toy(steps_per_graph=2))
+    first.train(4)
+    first.train(4)
+    snapshot = copy.deepcopy(first.checkpoint.state_dict())
+    resumed = build(toy(steps_per_graph=2))
+    resumed.checkpoint.load_state_dict(snapshot)
+    logs = [resumed.train(4) for _ in range(2)]
+
+    for name, value in resumed.unwrapped_model.state_dict().items():
+        assert torch.equal(value, whole.unwrapped_model.state_dict()[name]), name
+    assert int(resumed.global_step) == 16 and float(logs[-1]["training_loss"]) > 0
+
+
+class HostOnlyMetric(metrics_lib.Mean):
+    """A metric whose update torch.compile cannot capture in one graph."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        torch._dynamo.graph_break()
+        super().update_state((y_true - y_pred).abs().max())
+
+
+def test_metrics_the_graph_cannot_trace_are_updated_by_the_host(aot_eager, caplog):
+    def with_metric(xla):
+        params = toy(xla=xla, steps_per_graph=2)
+        task = get_task(params.task)
+        task.build_metrics = lambda training=True: [HostOnlyMetric(name="worst")]
+        return build(params, task=task)
+
+    eager, compiled = with_metric(False), with_metric(True)
+    with caplog.at_level("INFO", logger="torchgarden"):
+        compiled_logs = [compiled.train(4) for _ in range(2)]
+    eager_logs = [eager.train(4) for _ in range(2)]
+
+    assert not compiled.step_fn.metrics_in_graph
+    assert any("update outside the compiled step" in r.getMessage() for r in caplog.records)
+    assert [float(logs["worst"]) for logs in compiled_logs] == pytest.approx(
+        [float(logs["worst"]) for logs in eager_logs], rel=1e-4)
+
+
+def test_steps_per_call_is_chosen_from_the_model_and_steps_per_loop():
+    small, large = torch.nn.Linear(8, 8), torch.nn.Linear(1024, 1024)
+    assert choose_steps_per_call(small, 100, None) == 10
+    assert choose_steps_per_call(small, 12, None) == 6
+    assert choose_steps_per_call(small, 7, None) == 7
+    assert choose_steps_per_call(large, 100, None) == 1  # 1M parameters and more.
+    assert choose_steps_per_call(large, 100, 5) == 5
+    with pytest.raises(ValueError, match=r"steps_per_graph must be between 1 and .*\(4\)"):
+        choose_steps_per_call(small, 4, 8)
+
+
+def test_ema_and_per_step_loss_checks_run_one_step_per_call(aot_eager):
+    params = toy()
+    params.override({"trainer": {"optimizer_config": {"ema": {"average_decay": 0.9}}}})
+    trainer = build(params)
+    assert trainer.step_fn.steps_per_call == 1
+    trainer.train(3)
+    assert int(trainer.global_step) == 3
+
+
+class GraphBreakModel(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        torch._dynamo.graph_break()
+        return self.inner(x)
+
+
+def test_a_step_that_cannot_be_one_graph_runs_eagerly_with_one_log_line(aot_eager, caplog):
+    params = toy(steps_per_graph=2)
+    task = get_task(params.task)
+    build_model = task.build_model
+    task.build_model = lambda: GraphBreakModel(build_model())
+    trainer = build(params, task=task)
+    with caplog.at_level("INFO", logger="torchgarden"):
+        logs = [trainer.train(4) for _ in range(2)]
+    lines = [r.getMessage() for r in caplog.records if "cannot be compiled" in r.getMessage()]
+    assert len(lines) == 1 and int(trainer.global_step) == 8
+    assert float(logs[1]["training_loss"]) < float(logs[0]["training_loss"])
+
+
+def test_plain_sgd_without_state_runs_in_the_graph(aot_eager):
+    def plain(xla):
+        params = toy("sgd", xla=xla, steps_per_graph=2)
+        params.override({"trainer": {"optimizer_config": {"optimizer": {"sgd": {"momentum": 0.0}}}}})
+        return build(params)
+
+    eager, compiled = plain(False), plain(True)
+    calls = []
+    graph = compiled.step_fn._graph
+    compiled.step_fn._graph = lambda *args: calls.append(len(args[5])) or graph(*args)
+    for _ in range(2):
+        eager.train(4)
+        compiled.train(4)
+    assert calls == [2, 2, 2]  # The first 2 steps are eager; no optimizer state after them.
     assert_weights_close(compiled.unwrapped_model, eager.unwrapped_model)

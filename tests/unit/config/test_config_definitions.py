@@ -110,8 +110,9 @@ def test_one_of_type_errors_and_get():
     assert opt.get() is opt.adamw
     with pytest.raises(
         ConfigError,
-        match=r"OptimizerConfig\.type: 'adan' is not one of sgd, adam, "
-        r"adamw, rmsprop, adagrad; did you mean 'adam'\?",
+        match=r"OptimizerConfig\.type: 'adan' is not one of sgd, sgd_experimental, adam, "
+        r"adam_experimental, adamw, adamw_experimental, lamb, rmsprop, lars, adagrad, "
+        r"adafactor; did you mean 'adam'\?",
     ):
         opt.type = "adan"
     with pytest.raises(ConfigError, match=r"trainer\.optimizer_config\.optimizer\.type: 'adan'"):

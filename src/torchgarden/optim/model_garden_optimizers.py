@@ -1,0 +1,128 @@
+"""Model Garden's other optimizer types: ``lamb``, ``lars``, ``adafactor`` and the
+``*_experimental`` Keras spellings, registered with :func:`register_optimizer`.
+
+============================  ===========================================================
+config                        torch
+============================  ===========================================================
+``lamb``                      :class:`torchgarden.optim.LAMB` (TF Addons' rule)
+``lars``                      :class:`torchgarden.optim.LARS` (Model Garden's rule)
+``adafactor``                 ``torch.optim.Adafactor(beta2_decay=-decay_rate,
+                              eps=(sqrt(epsilon1), epsilon2), d=clipping_threshold,
+                              weight_decay)``
+``sgd_experimental``          ``torch.optim.SGD(momentum, nesterov)``
+``adam_experimental``         ``torch.optim.Adam`` as ``adam``
+``adamw_experimental``        ``torch.optim.AdamW(weight_decay=weight_decay)``
+============================  ===========================================================
+
+``exclude_from_weight_decay`` / ``exclude_from_layer_adaptation`` /
+``include_in_weight_decay`` become param groups (see
+:mod:`torchgarden.optim.param_groups`). ``jit_compile: true`` is an error: the whole
+step is compiled with ``runtime.enable_xla: true`` instead.
+
+Adafactor: torch floors the factored second moment at ``eps1 ** 2`` where Model Garden's
+(Mesh TensorFlow's) rule adds ``epsilon1`` to the squared gradient, so ``epsilon1`` is
+passed as its square root; torch factors every tensor with two or more dims, so
+``min_dim_size_to_factor`` above 1 only logs a warning; ``factored: false``,
+``multiply_by_parameter_scale: false``, a ``beta1`` and a ``step_offset`` have no torch
+counterpart and are errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import torch
+
+from torchgarden.optim._config_access import OPTIMIZATION_PATH
+from torchgarden.optim.factory import (
+    _build_adam,
+    _build_sgd,
+    _implementation,
+    register_optimizer,
+)
+from torchgarden.optim.layerwise import LAMB, LARS
+from torchgarden.optim.param_groups import ParamGroups
+
+__all__: list[str] = []
+
+_logger = logging.getLogger("torchgarden")
+_PATH = f"{OPTIMIZATION_PATH}.optimizer"
+
+
+def _no_jit(kind: str, config: Any) -> None:
+    if getattr(config, "jit_compile", False):
+        raise ValueError(
+            f"{_PATH}.{kind}.jit_compile is True; torch compiles the whole step instead: set "
+            f"runtime.enable_xla=true and {_PATH}.{kind}.jit_compile=false.")
+
+
+@register_optimizer("lamb")
+def _build_lamb(config: Any, param_groups: ParamGroups, *, lr: float) -> torch.optim.Optimizer:
+    return LAMB(param_groups, lr=lr,
+                betas=(getattr(config, "beta_1", 0.9), getattr(config, "beta_2", 0.999)),
+                eps=getattr(config, "epsilon", 1e-6),
+                weight_decay=getattr(config, "weight_decay_rate", 0.0))
+
+
+@register_optimizer("lars")
+def _build_lars(config: Any, param_groups: ParamGroups, *, lr: float) -> torch.optim.Optimizer:
+    return LARS(param_groups, lr=lr, momentum=getattr(config, "momentum", 0.9),
+                eeta=getattr(config, "eeta", 0.001),
+                weight_decay=getattr(config, "weight_decay_rate", 0.0),
+                nesterov=getattr(config, "nesterov", False),
+                classic_momentum=getattr(config, "classic_momentum", True))
+
+
+_ADAFACTOR_UNSUPPORTED = {
+    "factored": (True, "torch's Adafactor always factors matrices"),
+    "multiply_by_parameter_scale": (True, "torch's Adafactor always scales by the RMS"),
+    "beta1": (None, "torch's Adafactor has no first moment (momentum)"),
+    "step_offset": (0, "torch's Adafactor counts steps from 0"),
+}
+
+
+@register_optimizer("adafactor")
+def _build_adafactor(config: Any, param_groups: ParamGroups, *, lr: float
+                     ) -> torch.optim.Optimizer:
+    for field, (supported, why) in _ADAFACTOR_UNSUPPORTED.items():
+        value = getattr(config, field, supported)
+        if value != supported:
+            raise ValueError(f"{_PATH}.adafactor.{field} is {value!r} but {why}; set it to "
+                             f"{supported!r} or choose another optimizer type.")
+    if getattr(config, "min_dim_size_to_factor", 1) > 1:
+        _logger.warning(
+            "%s.adafactor.min_dim_size_to_factor=%s: torch's Adafactor factors every tensor "
+            "with 2+ dims, also smaller ones.", _PATH, config.min_dim_size_to_factor)
+    return torch.optim.Adafactor(
+        param_groups, lr=lr, beta2_decay=-float(getattr(config, "decay_rate", 0.8)),
+        eps=(math.sqrt(getattr(config, "epsilon1", 1e-30)), getattr(config, "epsilon2", 1e-3)),
+        d=getattr(config, "clipping_threshold", 1.0),
+        weight_decay=getattr(config, "weight_decay", None) or 0.0)
+
+
+@register_optimizer("sgd_experimental")
+def _build_sgd_experimental(config: Any, param_groups: ParamGroups, *, lr: float,
+                            fused: bool | None) -> torch.optim.Optimizer:
+    _no_jit("sgd_experimental", config)
+    return _build_sgd(config, param_groups, lr=lr, fused=fused)
+
+
+@register_optimizer("adam_experimental")
+def _build_adam_experimental(config: Any, param_groups: ParamGroups, *, lr: float,
+                             fused: bool | None) -> torch.optim.Optimizer:
+    _no_jit("adam_experimental", config)
+    return _build_adam(config, param_groups, lr=lr, fused=fused)
+
+
+@register_optimizer("adamw_experimental")
+def _build_adamw_experimental(config: Any, param_groups: ParamGroups, *, lr: float,
+                              fused: bool | None) -> torch.optim.Optimizer:
+    _no_jit("adamw_experimental", config)
+    return torch.optim.AdamW(
+        param_groups, lr=lr,
+        betas=(getattr(config, "beta_1", 0.9), getattr(config, "beta_2", 0.999)),
+        eps=getattr(config, "epsilon", 1e-7), amsgrad=getattr(config, "amsgrad", False),
+        weight_decay=getattr(config, "weight_decay", 0.0),
+        **_implementation("adamw", param_groups, fused))
