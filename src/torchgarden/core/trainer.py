@@ -297,7 +297,7 @@ class Trainer(Evaluator):
         """K when the step function runs K steps per call and no step needs a look of
         its own (loss checks, EMA, an overridden ``train_step``); else 0."""
         k = int(getattr(self._step_fn, "steps_per_call", 0) or 0)
-        if (not hasattr(self._step_fn, "run_steps") or self._check_loss is not None
+        if (not hasattr(self._step_fn, "run_steps") or self.check_loss is not None
                 or self._ema is not None or type(self).train_step is not Trainer.train_step):
             return 0
         return k
