@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from torchgarden.checkpoint._host import to_host
-from torchgarden.checkpoint.errors import CheckpointMismatchError
+from torchgarden.checkpoint.errors import CheckpointError, CheckpointMismatchError
 
 __all__ = ["Checkpoint", "Value"]
 
@@ -258,7 +258,7 @@ class Checkpoint:
                 f"checkpoint items: {sorted(state_dict)}"
             )
         for name, item in self._items.items():
-            if isinstance(item, torch.nn.Module) and name in state_dict:
+            if isinstance(item, torch.nn.Module) and isinstance(state_dict.get(name), Mapping):
                 problem = _module_mismatch(name, item, state_dict[name], strict)
                 if problem:
                     problems.append(problem[0])
@@ -271,11 +271,17 @@ class Checkpoint:
         for name, item in self._items.items():
             if name not in state_dict:
                 continue
+            # An entry read lazily (a sharded checkpoint's tensors) applies itself.
+            apply_to = getattr(state_dict[name], "apply_to", None)
             try:
-                if isinstance(item, torch.nn.Module):
+                if apply_to is not None:
+                    apply_to(item, strict=strict)
+                elif isinstance(item, torch.nn.Module):
                     item.load_state_dict(state_dict[name], strict=strict)
                 else:
                     item.load_state_dict(state_dict[name])
+            except CheckpointError:
+                raise
             except (RuntimeError, ValueError, KeyError, TypeError) as e:
                 raise CheckpointMismatchError(
                     f"restoring item '{name}' ({type(item).__name__}) failed: {e}"

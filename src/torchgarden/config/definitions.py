@@ -154,6 +154,12 @@ class TrainerConfig(Config):
     """Micro-batches whose gradients are summed before each optimizer step. Defaults to 1."""
     enable_async_checkpointing: bool = False
     """Write checkpoints in a background thread. Defaults to False."""
+    checkpoint_format: str = "auto"
+    """How checkpoints are written: "single" (one `state.pt`, gathered onto and written by
+    rank 0), "dcp" (every rank writes its own shards with `torch.distributed.checkpoint`;
+    resumes at any world size; docs/distributed.md) or "auto" ("dcp" when
+    `runtime.distribution_strategy` is "fsdp", else "single"). Both formats are read
+    whatever this says. Defaults to "auto"."""
     progress_bar: bool | None = None
     """Show a progress bar; None shows one when stdout is a terminal. Defaults to None."""
     export_on_best: bool = False
@@ -196,6 +202,8 @@ class TrainerConfig(Config):
         _require(self, "continuous_eval_timeout", self.continuous_eval_timeout >= 0, ">= 0")
         _require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, ">= 1")
         _choose(self, "best_checkpoint_metric_comp", ("higher", "lower"))
+        _choose(self, "checkpoint_format", ("auto", "single", "dcp"),
+                {"sharded": "dcp", "distributed": "dcp", "torch": "single", "full": "single"})
         for name in ("best_checkpoint_export_subdir", "validation_summary_subdir"):
             _require(self, name, _inside(getattr(self, name)),
                      "a path inside model_dir (relative, without '..')")

@@ -154,26 +154,48 @@ class Evaluator:
         self._task.initialize(self._raw_model)
 
     def evaluate(self, num_steps: int) -> Logs:
-        """Runs ``num_steps`` eval steps (-1: the whole dataset) on a fresh iterator."""
+        """Runs ``num_steps`` eval steps (-1: the whole dataset) on a fresh iterator.
+
+        Under ``torchrun`` each rank reads its own shard of the validation set, in which
+        every example appears once (``build_dataloader`` does not pad it); shards may
+        differ by a batch. Every rank still runs the same number of forward passes (FSDP2
+        gathers parameters in each): a rank whose shard has ended repeats the forward of
+        its last batch and counts nothing from it.
+        """
         if self._validation_dataset is None:
             raise ValueError(
                 "this Trainer has no eval_data; build it with eval_data to call evaluate()."
             )
         state = self.eval_begin()
-        iterator = DataIterator(self._validation_dataset, repeat=False)
-        steps_done = 0
+        iterator: Any = DataIterator(self._validation_dataset, repeat=False)
+        lockstep = _Lockstep(iterator, self._validation_dataset) if (
+            distribute.is_distributed()) else None
+        iterator = lockstep.iterator if lockstep is not None else iterator
+        steps_done = steps_run = 0
         with torch.no_grad():
-            while num_steps < 0 or steps_done < num_steps:
+            while num_steps < 0 or steps_run < num_steps:
+                if lockstep is not None and not lockstep.has_batch(steps_run):
+                    if not lockstep.any_rank_continues(steps_run):
+                        break
+                    self._filler_forward(lockstep.last_batch())
+                    steps_run += 1
+                    continue
                 try:
                     outputs = self.eval_step(iterator)
                 except StopIteration:
                     break
                 state = self.eval_reduce(state, outputs)
                 steps_done += 1
-        if num_steps > 0 and steps_done < num_steps:
+                steps_run += 1
+        if num_steps > 0 and steps_run < num_steps:
             _logger.info("The dataset iterator is exhausted after %d steps.", steps_done)
         self._last_eval_steps = steps_done
         return self.eval_end(state) if state is not None else self.eval_end()
+
+    def _filler_forward(self, batch: Any) -> None:
+        """The forward of an eval step whose result nobody counts (keeps ranks in step)."""
+        features, _ = self._task.split_inputs(self._move_inputs(batch))
+        self._task.inference_step(features, self._model)
 
     def eval_begin(self) -> Any:
         """Resets validation metrics, swaps in EMA weights; returns the initial state."""
@@ -266,6 +288,74 @@ def collect_logs(
     if reset:
         loss.reset_states()
     return logs
+
+
+class _Lockstep:
+    """Keeps every rank's eval loop at the same number of steps when shards differ.
+
+    A sized loader's longest shard is agreed on once (one all-reduce); for an unsized
+    one (a stream) the ranks agree after each step whether any still has a batch.
+
+    Args:
+        iterator: This rank's batch iterator.
+        loader: The eval loader (its ``len()``, when it has one, is this rank's steps).
+    """
+
+    _END = object()
+
+    def __init__(self, iterator: Iterator[Any], loader: Any) -> None:
+        self._source = iterator
+        self._next: Any = None
+        self._last: Any = self._END
+        self._continues = True
+        try:
+            self._steps: int | None = distribute.max_over_ranks(len(loader))
+        except TypeError:
+            self._steps = None
+        self.iterator = self  # eval_step reads batches through this object.
+
+    def __iter__(self) -> _Lockstep:
+        return self
+
+    def __next__(self) -> Any:
+        if not self._fetch():
+            raise StopIteration
+        self._last, self._next = self._next, None
+        return self._last
+
+    def _fetch(self) -> bool:
+        if self._next is None:
+            self._next = next(self._source, self._END)
+        return self._next is not self._END
+
+    def has_batch(self, step: int) -> bool:
+        """Whether this rank has a batch for ``step`` (and every rank runs that step)."""
+        mine = self._fetch()
+        if self._steps is None:
+            # Every rank asks each step; the answer decides any_rank_continues as well.
+            self._continues = bool(distribute.max_over_ranks(int(mine)))
+            return mine and self._continues
+        return mine and step < self._steps
+
+    def any_rank_continues(self, step: int) -> bool:
+        """Whether some rank still has a batch for ``step`` (this one has none)."""
+        if self._steps is None:
+            return self._continues
+        return step < self._steps
+
+    def last_batch(self) -> Any:
+        """This rank's last batch, for a forward nobody counts.
+
+        Raises:
+            ValueError: This rank's shard was empty (fewer examples than ranks).
+        """
+        if self._last is self._END:
+            raise ValueError(
+                f"rank {distribute.get_rank()} has no validation example, but the other "
+                "ranks' forward passes need it to run one too; use at least one validation "
+                f"example per rank ({distribute.get_world_size()})."
+            )
+        return self._last
 
 
 def _device_of(model: nn.Module) -> torch.device:

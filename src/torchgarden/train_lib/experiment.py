@@ -198,8 +198,11 @@ def _run(
     )
     if recovery is not None:
         controller.train_actions.append(recovery)
-    with _signals_watched(preemption, trainer):
-        eval_logs = _run_mode(controller, trainer, params, mode)
+    try:
+        with _signals_watched(preemption, trainer):
+            eval_logs = _run_mode(controller, trainer, params, mode)
+    finally:
+        trainer.close()  # Loader workers end now, not whenever the collector runs.
     num_params = sum(p.numel() for p in trainer.unwrapped_model.parameters())
     _logger.info("Number of parameters in model: %.6f Millions.", num_params / 1e6)
     # Unlike Model Garden, train_and_eval's final in-loop evaluation (at train_steps) is
