@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from torchgarden.config._plugins import ENTRY_POINT_GROUP, load_entry_points
+from torchgarden.config.plugins import ENTRY_POINT_GROUP, load_entry_points
 from torchgarden.utils.suggest import did_you_mean
 
 if TYPE_CHECKING:

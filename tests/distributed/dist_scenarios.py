@@ -143,6 +143,8 @@ def rank_batches(params: tg.ExperimentConfig, num_batches: int) -> list[torch.Te
 
 
 def checkpoint_state(model_dir: str | os.PathLike[str], step: int) -> dict[str, Any]:
-    """The items of ``model_dir/ckpt-<step>/state.pt``."""
-    path = os.path.join(os.fspath(model_dir), f"ckpt-{step}", "state.pt")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """The items of ``model_dir/ckpt-<step>`` as one process saves them (``state.pt``;
+    an FSDP2 run's DCP shards read in full)."""
+    from torchgarden.checkpoint import read_full_state
+
+    return read_full_state(os.path.join(os.fspath(model_dir), f"ckpt-{step}"))

@@ -28,15 +28,23 @@ from dist_scenarios import (
 import torchgarden as tg
 from torchgarden import distribute
 from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint.dcp import DcpWriter
 
 
 class WriteCounter:
-    """Counts this rank's checkpoint-directory and JSON writes."""
+    """Counts this rank's checkpoint-directory publications and JSON writes."""
 
     def __init__(self) -> None:
         self.checkpoints = 0
         self.json_files = 0
         write_checkpoint, write_json = _storage.write_checkpoint, _storage.atomic_write_json
+        publish = DcpWriter._rename  # Rank 0 renames a sharded checkpoint into place.
+
+        def counted_publish(*args: Any, **kwargs: Any) -> Any:
+            self.checkpoints += 1
+            return publish(*args, **kwargs)
+
+        DcpWriter._rename = counted_publish
 
         def counted_checkpoint(*args: Any, **kwargs: Any) -> Any:
             self.checkpoints += 1

@@ -87,3 +87,24 @@ def test_a_changed_constant_learning_rate_applies_after_resume(tmp_path):
     saved = torch.load(tmp_path / "ckpt-20" / "state.pt", weights_only=True)["model"]
     for key, value in model.state_dict().items():
         assert torch.equal(value, saved[key]), key
+
+
+def test_what_building_draws_from_random_does_not_reach_the_training_stream(tmp_path):
+    """`rich` draws from `random` when first imported (scikit-learn imports it), so the
+    first run on a machine and a later one built with different draws; a fresh start
+    seeds the host RNGs again once everything is built."""
+    import random
+
+    class DrawingTask(type(tg.get_task(toy().task))):
+        def build_inputs(self, params, input_context=None):
+            random.getrandbits(24)  # What `import rich` does.
+            return super().build_inputs(params, input_context)
+
+    params = toy(train_steps=10, steps_per_loop=10)
+    params.override({"runtime": {"seed": 11}})
+    seen = []
+    task = DrawingTask(params.task, logging_dir=str(tmp_path))
+    tg.run_experiment(task=task, mode="train", params=params, model_dir=tmp_path,
+                      train_actions=[lambda logs: seen.append(random.getstate())])
+    random.seed(11)
+    assert seen == [random.getstate()]

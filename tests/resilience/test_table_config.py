@@ -87,7 +87,7 @@ CASES = [
     Case("type_key_unknown_class", toy("task._type=my_pkg.MyTaskConfig"),
          ("task._type", "my_pkg.MyTaskConfig", "--import my_pkg")),
     Case("type_key_not_a_subclass",
-         toy("task._type=torchgarden.config.definitions.RuntimeConfig"),
+         toy("task._type=torchgarden.config.runtime.RuntimeConfig"),
          ("task._type", "RuntimeConfig is not a subclass of TaskConfig")),
     # ------------------------------------------------------------- values
     Case("bad_distribution_strategy", toy("runtime.distribution_strategy=mirrored"),

@@ -1,8 +1,13 @@
-"""Checkpoints: ``Checkpoint`` items, an atomic verified ``CheckpointManager``, best export."""
+"""Checkpoints: ``Checkpoint`` items, an atomic verified ``CheckpointManager``, best export.
+
+Two formats: one ``state.pt`` written by rank 0 (``"single"``) or each rank's shards
+written with ``torch.distributed.checkpoint`` (``"dcp"``, see ``checkpoint.dcp``).
+"""
 
 from torchgarden.checkpoint._storage import load_state
 from torchgarden.checkpoint.best import BestCheckpointExporter
 from torchgarden.checkpoint.checkpoint import Checkpoint, Value
+from torchgarden.checkpoint.dcp import convert_to_single, read_full_state
 from torchgarden.checkpoint.errors import (
     CheckpointError,
     CheckpointFormatError,
@@ -35,8 +40,10 @@ __all__ = [
     "Value",
     "checkpoint_number",
     "checkpoints_iterator",
+    "convert_to_single",
     "latest_checkpoint",
     "load_model_weights",
     "load_state",
+    "read_full_state",
     "read_meta",
 ]

@@ -38,3 +38,21 @@ def agree(decision: bool) -> bool:
     flag = torch.tensor([1 if decision else 0], dtype=torch.int32, device=device)
     dist.broadcast(flag, src=0)
     return bool(flag.item())  # Host sync: once per save call, not per step.
+
+
+def gather(obj: Any, group: Any = None) -> list[Any]:
+    """Every rank's picklable ``obj``, in rank order, on every rank (``[obj]`` alone)."""
+    if process_rank()[1] == 1:
+        return [obj]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj, group=group)
+    return gathered
+
+
+def broadcast(obj: Any, group: Any = None) -> Any:
+    """Rank 0's picklable ``obj`` on every rank (``obj`` itself alone)."""
+    if process_rank()[1] == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return box[0]

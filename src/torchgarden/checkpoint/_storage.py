@@ -1,17 +1,14 @@
 """On-disk layout of a checkpoint: atomic directory writes, manifest, verification.
 
-A checkpoint is a directory ``<name>-<number>/`` holding ``state.pt`` (one
-``torch.save`` of the state dict, tensors on CPU) and ``meta.json`` (the
-manifest, written last). It is assembled in a hidden sibling temp directory
-and renamed into place, so a directory named ``<name>-<number>`` is always
-complete.
+A checkpoint is a directory ``<name>-<number>/`` holding ``state.pt`` (one ``torch.save``
+of the state dict, tensors on CPU) and ``meta.json`` (the manifest, written last). It is
+assembled in a hidden sibling temp directory and renamed into place, so a directory named
+``<name>-<number>`` is always complete.
 
-The write runs at disk speed: ``torch.save`` writes through a file object that
-hashes each chunk as it passes (xxHash's XXH3-128, about 10 GB/s: no second read of
-the file) and writes 16 MiB blocks with direct I/O (``_direct.DirectFile``; buffered
-16 MiB writes where the file system refuses it), and the file is fsynced once. meta.json records
-the digest under ``"xxh3_128"``; checkpoints written before record ``"sha256"``,
-which :func:`verify` still checks.
+The write runs at disk speed: ``torch.save`` writes through a file object that hashes each
+chunk as it passes (XXH3-128, ~10 GB/s: no second read) in 16 MiB direct-I/O blocks
+(``_direct.DirectFile``; buffered where the file system refuses it), fsynced once.
+meta.json records ``"xxh3_128"``; older checkpoints record ``"sha256"``, still verified.
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ import torch
 import xxhash
 
 from torchgarden.checkpoint._direct import DirectFile, direct_io_available
-from torchgarden.checkpoint._host import HostStaging as HostStaging  # for _writer.py
-from torchgarden.checkpoint._host import to_host as to_host  # for _writer.py
 from torchgarden.checkpoint.errors import (
     CheckpointFormatError,
     CorruptCheckpointError,
@@ -43,6 +38,7 @@ from torchgarden.checkpoint.errors import (
 )
 from torchgarden.utils.files import atomic_write_json as atomic_write_json  # for best.py
 from torchgarden.utils.files import fsync_dir
+from torchgarden.utils.processes import pid_alive
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
@@ -326,16 +322,6 @@ def _load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     return state
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists but belongs to someone else
-    return True
-
-
 def clean_stale_temp_dirs(directory: str, name: str) -> None:
     """Removes ``.<name>-<N>.tmp-<pid>-*`` dirs left by crashed saves (not live ones)."""
     pattern = re.compile(rf"^\.{re.escape(name)}-\d+\.tmp-(\d+)-[0-9a-f]+$")
@@ -350,7 +336,7 @@ def clean_stale_temp_dirs(directory: str, name: str) -> None:
         pid = int(match.group(1))
         with _ACTIVE_LOCK:
             live = entry.path in _ACTIVE_TEMP_DIRS
-        if live or (pid != os.getpid() and _pid_alive(pid)):
+        if live or (pid != os.getpid() and pid_alive(pid)):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
 

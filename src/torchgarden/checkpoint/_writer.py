@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint._host import HostStaging, to_host
 from torchgarden.checkpoint.errors import CheckpointWriteError
 
 __all__ = ["CheckpointWriter"]
@@ -67,7 +68,7 @@ class CheckpointWriter:
         self._version = version
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future[str] | None = None
-        self._staging = _storage.HostStaging()
+        self._staging = HostStaging()
 
     def to_host(self, state: dict[str, Any]) -> dict[str, Any]:
         """``state`` on the host, ready for :meth:`write` or :meth:`submit`.
@@ -77,9 +78,9 @@ class CheckpointWriter:
         for the pending write that still reads them.
         """
         if not self._enable_async:
-            return _storage.to_host(state, copy=False)
+            return to_host(state, copy=False)
         self.sync()
-        return _storage.to_host(state, copy=True, staging=self._staging)
+        return to_host(state, copy=True, staging=self._staging)
 
     def write(
         self,

@@ -95,13 +95,16 @@ class BestCheckpointExporter:
         metric_name: The eval-log key to compare; ``|`` or ``/`` walks nested dicts
             (``"coco|AP"``, ``"digits/accuracy"``).
         metric_comp: ``"higher"`` or ``"lower"`` is better. Defaults to ``"higher"``.
+        checkpoint_format: How the best checkpoint is written, ``"single"`` or ``"dcp"``
+            (see ``CheckpointManager``). Defaults to ``"single"``.
 
     Raises:
         ValueError: ``metric_comp`` is neither ``"higher"`` nor ``"lower"``.
     """
 
     def __init__(
-        self, export_dir: str | os.PathLike[str], metric_name: str, metric_comp: str = "higher"
+        self, export_dir: str | os.PathLike[str], metric_name: str, metric_comp: str = "higher",
+        *, checkpoint_format: str = "single",
     ) -> None:
         if metric_comp not in ("higher", "lower"):
             raise ValueError(
@@ -112,6 +115,7 @@ class BestCheckpointExporter:
         self._export_dir = os.fspath(export_dir)
         self._metric_name = metric_name
         self._metric_comp = metric_comp
+        self._format = checkpoint_format
         self._manager: CheckpointManager | None = None
         self._best_ckpt_logs = self._load_info()
 
@@ -229,7 +233,8 @@ class BestCheckpointExporter:
         step = int(global_step)
         if self._manager is None or self._manager.checkpoint is not checkpoint:
             self._manager = CheckpointManager(
-                checkpoint, self._export_dir, max_to_keep=1, checkpoint_name="best_ckpt"
+                checkpoint, self._export_dir, max_to_keep=1, checkpoint_name="best_ckpt",
+                checkpoint_format=self._format,
             )
         self._manager.save(step, check_interval=False, config=config, extra={"best_value": value})
         logs = _scalar_logs(eval_logs)

@@ -13,12 +13,15 @@ from typing import Any
 
 import torch
 
-from torchgarden.checkpoint.errors import CheckpointMismatchError
+from torchgarden.checkpoint._host import to_host
+from torchgarden.checkpoint.errors import CheckpointError, CheckpointMismatchError
 
 __all__ = ["Checkpoint", "Value"]
 
 _MAX_LISTED_KEYS = 5
-_RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "state_dict"})
+_RESERVED_NAMES = frozenset(
+    {"add", "items", "load_state_dict", "names", "snapshot", "state_dict"}
+)
 
 
 class Value:
@@ -220,6 +223,11 @@ class Checkpoint:
         """Returns ``{name: item.state_dict()}`` for every item (tensors stay where they are)."""
         return {name: item.state_dict() for name, item in self._items.items()}
 
+    def snapshot(self) -> dict[str, Any]:
+        """Returns :meth:`state_dict` with every tensor copied to the host, so training
+        going on never changes it (an in-memory restore point)."""
+        return to_host(self.state_dict(), copy=True)
+
     def load_state_dict(self, state_dict: Mapping[str, Any], *, strict: bool = True) -> None:
         """Restores every item from ``state_dict``.
 
@@ -250,7 +258,7 @@ class Checkpoint:
                 f"checkpoint items: {sorted(state_dict)}"
             )
         for name, item in self._items.items():
-            if isinstance(item, torch.nn.Module) and name in state_dict:
+            if isinstance(item, torch.nn.Module) and isinstance(state_dict.get(name), Mapping):
                 problem = _module_mismatch(name, item, state_dict[name], strict)
                 if problem:
                     problems.append(problem[0])
@@ -263,11 +271,17 @@ class Checkpoint:
         for name, item in self._items.items():
             if name not in state_dict:
                 continue
+            # An entry read lazily (a sharded checkpoint's tensors) applies itself.
+            apply_to = getattr(state_dict[name], "apply_to", None)
             try:
-                if isinstance(item, torch.nn.Module):
+                if apply_to is not None:
+                    apply_to(item, strict=strict)
+                elif isinstance(item, torch.nn.Module):
                     item.load_state_dict(state_dict[name], strict=strict)
                 else:
                     item.load_state_dict(state_dict[name])
+            except CheckpointError:
+                raise
             except (RuntimeError, ValueError, KeyError, TypeError) as e:
                 raise CheckpointMismatchError(
                     f"restoring item '{name}' ({type(item).__name__}) failed: {e}"

@@ -8,6 +8,8 @@ the restored number) on a layout where each checkpoint is a directory:
 <directory>/<checkpoint_name>-<N>/state.pt    torch.save of Checkpoint.state_dict()
 <directory>/<checkpoint_name>-<N>/meta.json   manifest (sha256 + size per file), written last
 ```
+
+or, with ``checkpoint_format="dcp"``, each rank's shards in DCP's layout (``dcp.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from torchgarden.checkpoint import _ranks, _storage, selection
+from torchgarden.checkpoint import _ranks, _rules, _storage, dcp, selection
 from torchgarden.checkpoint._storage import checkpoint_number, latest_checkpoint, read_meta
 from torchgarden.checkpoint._writer import CheckpointWriter
 from torchgarden.checkpoint.checkpoint import Checkpoint
@@ -41,8 +43,7 @@ class CheckpointManager:
       after a fresh start and then count the interval from that step);
     * after a restore, ``last_saved`` is the restored number.
 
-    Unlike Orbit, where a manager without an interval never saves,
-    ``checkpoint_interval=None`` here turns interval checking off: every call saves.
+    Unlike Orbit (never saves without an interval), ``checkpoint_interval=None`` saves always.
 
     Each checkpoint is written to a hidden temp directory, fsynced, and renamed
     into place, so ``<name>-<N>`` is never half-written. After a new checkpoint is
@@ -52,7 +53,9 @@ class CheckpointManager:
     None. If an item's ``state_dict()`` is a collective (``collective_state_dict =
     True``, e.g. FSDP2 state gathered by ``torchgarden.distribute``), every rank must
     call ``save`` together: rank 0 applies the rules above and broadcasts its decision,
-    all ranks gather, rank 0 writes. Every rank restores from the files.
+    all ranks gather, rank 0 writes. Every rank restores from the files. With
+    ``checkpoint_format="dcp"`` every rank calls ``save`` and writes its own shards
+    (``torchgarden.checkpoint.dcp``); loading reshards to the current world size.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
@@ -76,6 +79,9 @@ class CheckpointManager:
             installed package version, or ``"unknown"``.
         config: The resolved experiment config recorded in every meta.json unless
             ``save(config=...)`` gives another. Defaults to None.
+        checkpoint_format: ``"single"`` (one ``state.pt`` written by rank 0) or ``"dcp"``
+            (each rank writes its shards with ``torch.distributed.checkpoint``). Both
+            formats are read whatever this says. Defaults to ``"single"``.
     """
 
     def __init__(
@@ -90,25 +96,10 @@ class CheckpointManager:
         enable_async: bool = False,
         version: str | None = None,
         config: dict[str, Any] | None = None,
+        checkpoint_format: str = "single",
     ) -> None:
-        if max_to_keep is not None and (
-            not isinstance(max_to_keep, int) or max_to_keep == 0 or max_to_keep < -1
-        ):
-            raise ValueError(
-                f"max_to_keep must be a positive int or -1 (keep all), got {max_to_keep!r}."
-            )
-        if checkpoint_interval is not None and (
-            not isinstance(checkpoint_interval, int) or checkpoint_interval < 1
-        ):
-            raise ValueError(
-                f"checkpoint_interval must be a positive int or None (no interval checking), "
-                f"got {checkpoint_interval!r}."
-            )
-        if not checkpoint_name or os.sep in checkpoint_name or checkpoint_name.startswith("."):
-            raise ValueError(
-                f"checkpoint_name must be a plain file name not starting with '.', "
-                f"got {checkpoint_name!r}."
-            )
+        _rules.check_arguments(max_to_keep, checkpoint_interval, checkpoint_name,
+                               checkpoint_format)
         self._checkpoint = checkpoint
         self._directory = os.fspath(directory)
         self._max_to_keep = -1 if max_to_keep is None else max_to_keep
@@ -122,7 +113,9 @@ class CheckpointManager:
         # never counted or deleted by retention, set aside when their step is saved again.
         self._unusable: set[str] = set()
         self._prepared: tuple[str, dict[str, Any]] | None = None
-        self._writer = CheckpointWriter(
+        self._format = checkpoint_format
+        writer = dcp.DcpWriter if checkpoint_format == dcp.FORMAT else CheckpointWriter
+        self._writer: Any = writer(
             self._directory,
             checkpoint_name,
             on_written=self._on_written,
@@ -145,6 +138,11 @@ class CheckpointManager:
     def checkpoint_interval(self) -> int | None:
         """The least steps between interval-checked saves, or None (interval checking off)."""
         return self._checkpoint_interval
+
+    @property
+    def checkpoint_format(self) -> str:
+        """``"single"`` or ``"dcp"``: how this manager writes checkpoints."""
+        return self._format
 
     @property
     def checkpoint_name(self) -> str:
@@ -236,7 +234,9 @@ class CheckpointManager:
         if number < 0:
             raise ValueError(f"checkpoint_number must be >= 0, got {number}.")
         rank, world_size = _ranks.process_rank()
-        collective = world_size > 1 and _ranks.is_collective(self._checkpoint.items)
+        sharded = self._format == dcp.FORMAT
+        items = self._checkpoint.items
+        collective = world_size > 1 and (sharded or _ranks.is_collective(items))
         if rank != 0 and not collective:
             return None  # Replicated state: rank 0 alone writes it.
         self.sync()
@@ -245,14 +245,20 @@ class CheckpointManager:
             due = _ranks.agree(due)  # Rank 0 decides; then every rank gathers.
         if not due:
             return None
-        state = self._checkpoint.state_dict()
+        state = dcp.save_state(items) if sharded else self._checkpoint.state_dict()
+        config = self._config if config is None else config
+        name = f"{self._checkpoint_name}-{number}"
+        if sharded:  # Every rank writes its shards.
+            selection.refuse_nonfinite(items, state, name, lambda: self.latest_checkpoint,
+                                       collective=True)
+            path = self._writer.write(number, state, config=config, extra=extra)
+            self._last_saved_number = number
+            return path if rank == 0 else None
         if rank != 0:
             self._last_saved_number = number
             return None
-        name = f"{self._checkpoint_name}-{number}"
-        selection.refuse_nonfinite(self._checkpoint.items, state, name, lambda: self.latest_checkpoint)
+        selection.refuse_nonfinite(items, state, name, lambda: self.latest_checkpoint)
         state = self._writer.to_host(state)
-        config = self._config if config is None else config
         if not self._enable_async:
             written = self._writer.write(number, state, config=config, extra=extra)
             self._last_saved_number = number
@@ -274,14 +280,9 @@ class CheckpointManager:
                 return False
             selection.set_aside(self._directory, path, problem)  # Kept for inspection.
             self._unusable.discard(path)
-        if check_interval and self._checkpoint_interval is not None:
-            # Aligned intervals: save when `number` reaches the next multiple of the
-            # interval after the last save (or restore), e.g. 1000, 2000, ... even when
-            # loops end at other steps. Orbit instead saves on the first loop of a fresh
-            # start and then every `interval` steps after whatever step that was.
-            last = self._last_saved_number or 0
-            if number // self._checkpoint_interval <= last // self._checkpoint_interval:
-                return False
+        interval = self._checkpoint_interval
+        if check_interval and interval is not None:
+            return _rules.interval_reached(number, self._last_saved_number, interval)
         return True
 
     def _on_written(self, path: str) -> None:

@@ -3,11 +3,14 @@
 A directory ``<name>-<N>`` is a resume point only if
 
 * its ``meta.json`` is a well-formed manifest (every listed file with an integer size and
-  a sha256, ``state.pt`` among them) recording step ``N`` — a renamed or copied checkpoint
-  whose name and step disagree is not one;
+  a sha256, ``state.pt`` among them, or DCP's ``.metadata`` for the sharded format)
+  recording step ``N`` — a renamed or copied checkpoint whose name and step disagree is
+  not one;
 * its files have the recorded sizes and hashes (:func:`verify`);
 * ``state.pt`` records global step ``N`` too, and the model's parameters are finite
   (:func:`nonfinite_parameter`): a checkpoint written after a blow-up is not resumed.
+  (A sharded checkpoint's tensors are read only when applied, so its parameters are
+  checked when it is saved: :func:`refuse_nonfinite` runs before either format is written.)
 
 Anything else named like a checkpoint (a directory without ``meta.json``, a plain file)
 is skipped with one warning by the manager and set aside when its step is saved again.
@@ -25,8 +28,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchgarden.checkpoint import _storage
-from torchgarden.checkpoint.errors import CorruptCheckpointError, NonFiniteCheckpointError
+from torchgarden.checkpoint import _dcp_io, _ranks, _storage, dcp
+from torchgarden.checkpoint.errors import (
+    CheckpointFormatError,
+    CorruptCheckpointError,
+    NonFiniteCheckpointError,
+)
 
 __all__ = [
     "entries",
@@ -78,11 +85,16 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CorruptCheckpointError(f"{path!r} is not a checkpoint directory.")
     meta = _storage.read_meta(path)
     meta_path = os.path.join(path, _storage.META_FILE)
-    files = meta.get("files")
-    if not isinstance(files, dict) or _storage.STATE_FILE not in files:
-        raise CorruptCheckpointError(
-            f"{meta_path!r} does not list {_storage.STATE_FILE} under 'files'."
+    kind = meta.get("format", "single")
+    if kind not in ("single", _dcp_io.FORMAT):
+        raise CheckpointFormatError(
+            f"{meta_path!r} records format {kind!r}; this torchgarden reads 'single' and "
+            f"'{_dcp_io.FORMAT}': upgrade torchgarden."
         )
+    required = _dcp_io.METADATA_FILE if kind == _dcp_io.FORMAT else _storage.STATE_FILE
+    files = meta.get("files")
+    if not isinstance(files, dict) or required not in files:
+        raise CorruptCheckpointError(f"{meta_path!r} does not list {required} under 'files'.")
     for file_name, info in files.items():
         if not isinstance(file_name, str) or os.path.basename(file_name) != file_name:
             raise CorruptCheckpointError(f"{meta_path!r} lists {file_name!r}, not a file name.")
@@ -149,6 +161,7 @@ def nonfinite_parameter(items: Mapping[str, Any], state: Mapping[str, Any]) -> s
             continue
         for name, _ in module.named_parameters():
             value = saved.get(name)
+            value = value.to_local() if hasattr(value, "to_local") else value  # DTensor shard
             if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
                 flags.append(torch.isfinite(value).all())
                 names.append(f"{item_name}[{name!r}]")
@@ -216,12 +229,17 @@ def read_state(
         hashes: Check sizes and sha256 sums (else only the manifest).
         finite: Raise on non-finite parameters (else only warn).
 
+    A sharded (DCP) checkpoint's hashes are checked by every rank together, and its
+    sharded items come as ``dcp.LoadedShards`` that read their tensors when applied.
+
     Raises:
         CorruptCheckpointError: A bad manifest or file, or a recorded global step that
             disagrees with the name.
         NonFiniteCheckpointError: ``finite`` and a parameter holds NaN or inf.
     """
-    read_manifest(path)
+    meta = read_manifest(path)
+    if dcp.is_dcp(meta):
+        return dcp.read_state(path, meta, hashes=hashes)
     # With hashes, the files are checked on a second thread while torch.load reads them.
     state = _storage.load_state(path, verify_files=hashes)
     step, number = recorded_step(state), _storage.checkpoint_number(path)
@@ -266,14 +284,19 @@ def set_aside(directory: str, path: str, reason: str | None) -> str:
 
 def refuse_nonfinite(
     items: Mapping[str, Any], state: Mapping[str, Any], name: str,
-    latest: Callable[[], str | None],
+    latest: Callable[[], str | None], *, collective: bool = False,
 ) -> None:
     """Raises before a state with non-finite model parameters is saved as ``name``.
+
+    With ``collective`` (a sharded save, every rank calling with its own shards) the ranks'
+    findings are gathered, so every rank raises alike.
 
     Raises:
         NonFiniteCheckpointError: Naming the parameter and the last finite checkpoint.
     """
     where = nonfinite_parameter(items, state)
+    if collective:
+        where = next((found for found in _ranks.gather(where) if found), None)
     if where is not None:
         last = latest()
         raise NonFiniteCheckpointError(

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint import _storage, dcp
 from torchgarden.checkpoint.checkpoint import _list_keys, _shape
 from torchgarden.checkpoint.errors import (
     CheckpointMismatchError,
@@ -32,7 +32,8 @@ _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 def _resolve(path: str, checkpoint_name: str) -> str:
     if os.path.isfile(path):
         return path
-    if os.path.isfile(os.path.join(path, _storage.STATE_FILE)):
+    if any(os.path.isfile(os.path.join(path, name))
+           for name in (_storage.STATE_FILE, _storage.META_FILE)):
         return path
     if os.path.isdir(path):
         found = _storage.list_checkpoints(path, checkpoint_name)
@@ -46,7 +47,13 @@ def _resolve(path: str, checkpoint_name: str) -> str:
 
 def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
     if os.path.isdir(resolved):
-        state = _storage.load_state(resolved, verify_files=verify)
+        meta_path = os.path.join(resolved, _storage.META_FILE)
+        if os.path.isfile(meta_path) and dcp.is_dcp(_storage.read_meta(resolved)):
+            if verify:
+                _storage.verify(resolved)
+            state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
+        else:
+            state = _storage.load_state(resolved, verify_files=verify)
     else:
         try:
             state = torch.load(resolved, map_location="cpu", weights_only=True)
@@ -97,7 +104,8 @@ def load_model_weights(
 
     Args:
         model: The module to initialise.
-        path: A checkpoint directory (``ckpt-<N>``), a directory of checkpoints (the
+        path: A checkpoint directory (``ckpt-<N>``, either format: only the model's
+            tensors of a sharded one are read), a directory of checkpoints (the
             newest is used), or a ``.pt`` file holding a state dict (or a dict whose
             ``item`` entry is one). ``module.`` / ``_orig_mod.`` prefixes from DDP
             or ``torch.compile`` are stripped when the model has none.

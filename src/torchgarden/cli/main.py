@@ -1,4 +1,5 @@
-"""``torchgarden`` / ``python -m torchgarden``: train, eval, list, config, export, report.
+"""``torchgarden`` / ``python -m torchgarden``: train, eval, list, config, export, report,
+convert.
 
 ``torchgarden --help`` and ``torchgarden list`` do not import torch.
 """
@@ -17,6 +18,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from torchgarden.cli import convert as convert_cli
 from torchgarden.cli import export as export_cli
 from torchgarden.cli import report as report_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
@@ -60,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
     export_cli.add_parsers(sub)
     report_cli.add_parser(sub)
+    convert_cli.add_parser(sub)
     return parser
 
 
@@ -252,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     handlers = {"list": _command_list, "config": _command_config,
                 "train": _command_run, "eval": _command_run, **export_cli.COMMANDS,
-                **report_cli.COMMANDS}
+                **report_cli.COMMANDS, **convert_cli.COMMANDS}
     try:
         return handlers[args.command](args)
     except _preempted() as preempted:

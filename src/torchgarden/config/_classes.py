@@ -4,7 +4,7 @@ Each `Config` subclass is recorded under `module.QualName` when it is defined.
 `as_dict` writes that name under the reserved key `_type` when a field holds an
 instance of a strict subclass of its annotated class, and `override` looks the
 name up here. An unknown name is looked for only in torchgarden's own modules and in
-installed plug-ins (see `_plugins`); nothing else named by a config is ever imported,
+installed plug-ins (see `plugins`); nothing else named by a config is ever imported,
 so any other unknown name is an error that asks the user to import the defining
 module themselves.
 """
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchgarden.config import _plugins
+from torchgarden.config import plugins as _plugins
 from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
 
 TYPE_KEY = "_type"

@@ -7,43 +7,19 @@ where they mean something in PyTorch; PyTorch-specific fields are added beside t
 from __future__ import annotations
 
 import dataclasses
-import re
 import signal
-from collections.abc import Iterable
 
+from torchgarden.config._checks import choose as _choose
+from torchgarden.config._checks import require as _require
 from torchgarden.config._named_sets import named_sets_annotation
 from torchgarden.config.base import Config
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError
 from torchgarden.config.optimization import OptimizationConfig
-from torchgarden.config.trackers import MlflowConfig, WandbConfig
+from torchgarden.config.runtime import RuntimeConfig
 
 __all__ = ["DataConfig", "ExperimentConfig", "RuntimeConfig", "TaskConfig", "TrainerConfig"]
 
 _field = dataclasses.field
-
-
-def _require(config: Config, name: str, ok: bool, requirement: str) -> None:
-    if not ok:
-        key = config.field_path(name)
-        raise ConfigError(
-            f"{key} must be {requirement}, received {getattr(config, name)!r}", key=key
-        )
-
-
-def _choose(
-    config: Config, name: str, choices: Iterable[str], hints: dict[str, str] | None = None
-) -> None:
-    value = getattr(config, name)
-    choices = tuple(choices)
-    if value is None or value in choices:
-        return
-    key = config.field_path(name)
-    hint = (
-        f"; did you mean {hints[value]!r}?"
-        if hints and value in hints
-        else did_you_mean(value, choices)
-    )
-    raise ConfigError(f"{key}: {value!r} is not one of {', '.join(choices)}{hint}", key=key)
 
 
 @dataclasses.dataclass
@@ -187,6 +163,12 @@ class TrainerConfig(Config):
     """Micro-batches whose gradients are summed before each optimizer step. Defaults to 1."""
     enable_async_checkpointing: bool = False
     """Write checkpoints in a background thread. Defaults to False."""
+    checkpoint_format: str = "auto"
+    """How checkpoints are written: "single" (one `state.pt`, gathered onto and written by
+    rank 0), "dcp" (every rank writes its own shards with `torch.distributed.checkpoint`;
+    resumes at any world size; docs/distributed.md) or "auto" ("dcp" when
+    `runtime.distribution_strategy` is "fsdp", else "single"). Both formats are read
+    whatever this says. Defaults to "auto"."""
     progress_bar: bool | None = None
     """Show a progress bar; None shows one when stdout is a terminal. Defaults to None."""
     export_on_best: bool = False
@@ -229,6 +211,8 @@ class TrainerConfig(Config):
         _require(self, "continuous_eval_timeout", self.continuous_eval_timeout >= 0, ">= 0")
         _require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, ">= 1")
         _choose(self, "best_checkpoint_metric_comp", ("higher", "lower"))
+        _choose(self, "checkpoint_format", ("auto", "single", "dcp"),
+                {"sharded": "dcp", "distributed": "dcp", "torch": "single", "full": "single"})
         for name in ("best_checkpoint_export_subdir", "validation_summary_subdir"):
             _require(self, name, _inside(getattr(self, name)),
                      "a path inside model_dir (relative, without '..')")
@@ -285,145 +269,6 @@ def _inside(subdir: str) -> bool:
 def _signal_name(name: str) -> str:
     upper = str(name).upper()
     return upper if upper.startswith("SIG") else f"SIG{upper}"
-
-
-_TRACKERS = ("tensorboard", "mlflow", "wandb")
-
-
-def _choose_item(config: Config, name: str, item: str, choices: tuple[str, ...]) -> None:
-    if item not in choices:
-        key = config.field_path(name)
-        raise ConfigError(
-            f"{key}: {item!r} is not one of {', '.join(choices)}{did_you_mean(item, choices)}",
-            key=key,
-        )
-
-
-_STRATEGIES = ("auto", "off", "single", "ddp", "fsdp")
-_STRATEGY_HINTS = {
-    "mirrored": "ddp",
-    "multi_worker_mirrored": "ddp",
-    "one_device": "single",
-    "tpu": "fsdp",
-    "parameter_server": "ddp",
-}
-_DTYPES = ("float32", "float16", "bfloat16")
-_DTYPE_HINTS = {
-    "fp32": "float32",
-    "fp16": "float16",
-    "half": "float16",
-    "bf16": "bfloat16",
-    "mixed_float16": "float16",
-    "mixed_bfloat16": "bfloat16",
-}
-_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-_DEVICE = re.compile(r"^(?:auto|cpu|mps|meta|(?:cuda|xpu|hpu|npu|xla)(?::\d+)?)$")
-_DEVICE_NAMES = ("auto", "cpu", "cuda", "mps", "xpu", "hpu", "npu", "xla")
-#: Names people mean by other words: spelling alone would suggest 'xpu' for 'gpu'.
-_DEVICE_HINTS = {
-    "gpu": "cuda", "gpus": "cuda", "nvidia": "cuda", "cuda_gpu": "cuda", "rocm": "cuda",
-    "hip": "cuda", "tpu": "xla", "metal": "mps", "apple": "mps", "m1": "mps", "m2": "mps",
-    "mac": "mps", "default": "auto", "any": "auto", "host": "cpu",
-}
-
-
-def _device_hint(device: str) -> str:
-    """`; did you mean 'cuda:1'?` for `gpu:1`: meaning first, then spelling."""
-    name, colon, index = device.strip().lower().partition(":")
-    match = re.fullmatch(r"([a-z_]+?)(\d+)", name)
-    if match and not colon:  # cuda0, gpu1
-        name, colon, index = match.group(1), ":", match.group(2)
-    target = _DEVICE_HINTS.get(name) or (name if name in _DEVICE_NAMES else None)
-    if target is None:
-        return did_you_mean(name, _DEVICE_NAMES)
-    if colon and index.isdigit() and target not in ("auto", "cpu", "mps"):
-        target = f"{target}:{index}"
-    return f"; did you mean {target!r}?"
-
-
-@dataclasses.dataclass
-class RuntimeConfig(Config):
-    """Where and how the process runs: device, distribution, precision, compilation."""
-
-    distribution_strategy: str = "auto"
-    """One of "auto" (ddp when torchrun starts more than one process, else single),
-    "off"/"single", "ddp" or "fsdp". Defaults to "auto"."""
-    device: str = "auto"
-    """Either "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:1", "mps", ...
-    Defaults to "auto"."""
-    mixed_precision_dtype: str | None = None
-    """Autocast dtype: None or "float32" (off), "float16" (with loss scaling) or
-    "bfloat16". Defaults to None."""
-    loss_scale: float | str | None = None
-    """float16 loss scaling: None or "dynamic" for dynamic scaling, or a fixed positive
-    scale. Defaults to None."""
-    enable_xla: bool = False
-    """Model Garden's name for compiling the train step; here it turns on
-    `torch.compile`. Defaults to False."""
-    compile_mode: str | None = None
-    """`mode` passed to `torch.compile` ("default", "reduce-overhead", "max-autotune",
-    ...); None uses torch's default. Defaults to None."""
-    compile_eval: bool = False
-    """Also compile the eval step when `enable_xla` is set. Defaults to False."""
-    steps_per_graph: int | None = None
-    """With `enable_xla`: training steps one compiled call runs, unrolled in one graph
-    (Orbit's in-graph loop); at most `trainer.steps_per_loop`. None chooses: the largest
-    divisor of `trainer.steps_per_loop` up to 10 for models of at most 1M parameters,
-    else 1. Defaults to None."""
-    seed: int | None = None
-    """Seed for Python, NumPy and torch RNGs; None leaves them unseeded. Defaults to None."""
-    deterministic: bool = False
-    """Use deterministic algorithms (slower; errors on ops without one). Defaults to False."""
-    num_threads: int | None = None
-    """`torch.set_num_threads` value; None chooses half the CPU cores (at least 1;
-    torch's own default is all of them), logged at start-up. Defaults to None."""
-    flush_denormal: bool = True
-    """Flush denormal floats to zero on CPU (avoids slow paths). Defaults to True."""
-    matmul_precision: str | None = None
-    """`torch.set_float32_matmul_precision`: "highest", "high" or "medium"; None keeps
-    torch's default. Defaults to None."""
-    backend: str | None = None
-    """Process-group backend; None picks nccl on CUDA, else gloo. Defaults to None."""
-    trackers: list[str] = _field(default_factory=lambda: ["tensorboard"])
-    """Where summaries go: any of "tensorboard" (event files under `model_dir`), "mlflow"
-    (`pip install torchgarden[mlflow]`) and "wandb" (`pip install torchgarden[wandb]`).
-    Defaults to ["tensorboard"]."""
-    mlflow: MlflowConfig = _field(default_factory=MlflowConfig)
-    """The MLflow back-end's settings."""
-    wandb: WandbConfig = _field(default_factory=WandbConfig)
-    """The Weights & Biases back-end's settings."""
-    peak_flops: float | None = None
-    """Peak FLOP/s of one device, for `throughput/mfu`; None uses the bf16 data-sheet peak
-    of a known GPU (H100, A100, ...) and reports no MFU on a CPU. Defaults to None."""
-
-    def check(self) -> None:
-        """Checks the strategy, device, dtype, loss scale, compile mode and threads."""
-        _choose(self, "distribution_strategy", _STRATEGIES, _STRATEGY_HINTS)
-        if not _DEVICE.match(self.device):
-            key = self.field_path("device")
-            raise ConfigError(
-                f"{key}: {self.device!r} is not a device such as auto, cpu, cuda, cuda:1, mps"
-                f"{_device_hint(self.device)}",
-                key=key,
-            )
-        _choose(self, "mixed_precision_dtype", _DTYPES, _DTYPE_HINTS)
-        scale = self.loss_scale
-        if isinstance(scale, str):
-            _choose(self, "loss_scale", ("dynamic",))
-        elif scale is not None:
-            _require(self, "loss_scale", scale > 0, 'None, "dynamic" or a positive number')
-        _choose(self, "compile_mode", _COMPILE_MODES)
-        _choose(self, "matmul_precision", ("highest", "high", "medium"))
-        if self.num_threads is not None:
-            _require(self, "num_threads", self.num_threads >= 1, ">= 1 or None")
-        if self.seed is not None:
-            _require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
-        for name in self.trackers:
-            _choose_item(self, "trackers", name, _TRACKERS)
-        if self.peak_flops is not None:
-            _require(self, "peak_flops", self.peak_flops > 0, "> 0 or None")
-        if self.steps_per_graph is not None:
-            _require(self, "steps_per_graph", self.steps_per_graph >= 1, ">= 1 or None")
 
 
 @dataclasses.dataclass

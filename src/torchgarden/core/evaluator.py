@@ -34,6 +34,7 @@ from torch import nn
 
 from torchgarden import distribute
 from torchgarden.checkpoint import BestCheckpointExporter, Checkpoint
+from torchgarden.core._lockstep import Lockstep
 from torchgarden.core.state import GlobalStep, LossMean, RngState
 from torchgarden.core.task import Task
 from torchgarden.data import DataIterator, make_batch_mover
@@ -185,6 +186,12 @@ class Evaluator:
 
         EMA weights are swapped in for the whole evaluation; the best-checkpoint export
         runs once at its end (so the best checkpoint holds the EMA weights).
+
+        Under ``torchrun`` each rank reads its own shard of each validation set, in which
+        every example appears once (``build_dataloader`` does not pad it); shards may
+        differ by a batch. Every rank still runs the same number of forward passes (FSDP2
+        gathers parameters in each): a rank whose shard has ended repeats the forward of
+        its last batch and counts nothing from it.
         """
         if not self._eval_sets:
             raise ValueError(
@@ -209,20 +216,34 @@ class Evaluator:
         """``eval_begin``, the steps, ``eval_end`` over one validation set."""
         self._use_set(eval_set)
         state = self.eval_begin()
-        iterator = DataIterator(eval_set.data, repeat=False)
-        steps_done = 0
+        iterator: Any = DataIterator(eval_set.data, repeat=False)
+        lockstep = Lockstep(iterator, eval_set.data) if distribute.is_distributed() else None
+        iterator = lockstep.iterator if lockstep is not None else iterator
+        steps_done = steps_run = 0
         with torch.no_grad():
-            while num_steps < 0 or steps_done < num_steps:
+            while num_steps < 0 or steps_run < num_steps:
+                if lockstep is not None and not lockstep.has_batch(steps_run):
+                    if not lockstep.any_rank_continues(steps_run):
+                        break
+                    self._filler_forward(lockstep.last_batch())
+                    steps_run += 1
+                    continue
                 try:
                     outputs = self.eval_step(iterator)
                 except StopIteration:
                     break
                 state = self.eval_reduce(state, outputs)
                 steps_done += 1
-        if num_steps > 0 and steps_done < num_steps:
+                steps_run += 1
+        if num_steps > 0 and steps_run < num_steps:
             _logger.info("The dataset iterator is exhausted after %d steps.", steps_done)
         self._last_eval_steps = steps_done
         return self.eval_end(state) if state is not None else self.eval_end()
+
+    def _filler_forward(self, batch: Any) -> None:
+        """The forward of an eval step whose result nobody counts (keeps ranks in step)."""
+        features, _ = self._task.split_inputs(self._move_inputs(batch))
+        self._task.inference_step(features, self._model)
 
     def eval_begin(self) -> Any:
         """Resets validation metrics and the loss meter, puts the model in eval mode;

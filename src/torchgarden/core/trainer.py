@@ -179,6 +179,12 @@ class Trainer(Evaluator):
         iterator = self._train_iterator
         return iterator.wait_seconds if iterator is not None else 0.0
 
+    def close(self) -> None:
+        """Shuts the train loader's worker processes down; a later ``train()`` starts new
+        ones at the same position (``run_experiment`` calls it when it ends)."""
+        if self._train_iterator is not None:
+            self._train_iterator.close()
+
     def learning_rate(self, step: int | None = None) -> float:
         """The scheduled learning rate at ``step`` (default: the current global step)."""
         if self._lr_schedule is None:

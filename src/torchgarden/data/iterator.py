@@ -7,7 +7,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import torch.distributed as dist
+
 from torchgarden.data.sampler import ResumableSampler
+from torchgarden.data.streaming import is_stateful_loader
 
 logger = logging.getLogger(__name__)
 
@@ -25,10 +28,13 @@ class DataIterator:
     have produced. When the loader's `.sampler` is a `ResumableSampler` and the
     loader has an integer `.batch_size`, the consumed batches are skipped
     without loading them (`sampler.set_start`); the resumed sequence is then
-    bit-identical. Any other iterable is re-iterated from the start of the
-    epoch and the consumed batches are loaded and dropped (a warning says the
-    resume is approximate: it is exact only if the iterable replays the same
-    order).
+    bit-identical, at any world size (positions count global batches). A loader with
+    `state_dict()` / `load_state_dict()` (torchdata's `StatefulDataLoader`, the
+    streaming protocol of `data.streaming`) has its own state stored too, one per rank
+    (under `torchrun` the state dict gathers every rank's, so it is a collective), and
+    handed back before the next pass. Any other iterable is re-iterated from the start
+    of the epoch and the consumed batches are loaded and dropped (a warning says the
+    resume is approximate: it is exact only if the iterable replays the same order).
 
     Args:
         loader: A loader from `build_dataloader`, a `DataLoader`, or any iterable.
@@ -51,14 +57,23 @@ class DataIterator:
         if isinstance(sampler, ResumableSampler) and isinstance(batch_size, int):
             self._sampler = sampler
             self._batch_size = batch_size
+        self._stateful = self._sampler is None and is_stateful_loader(loader)
+        self._loader_state: dict[str, Any] | None = None  # Handed over before the next pass.
         self._epoch = sampler.epoch if isinstance(sampler, ResumableSampler) else 0
         self._batches_in_epoch = 0
         self._iterator: Iterator[Any] | None = None
         self._exhausted = False
         self._skipped: set[tuple[int, int]] = set()
-        #: Seconds spent waiting for the loader's batches so far (host clock): the input
-        #: pipeline's share of a train loop (``throughput/data_wait_fraction``).
-        self.wait_seconds = 0.0
+        # The loader's iterator adds to this clock. It must not refer back to this object:
+        # a reference cycle would leave a worker pool to the garbage collector, whose
+        # shutdown of half-collected queues waits 5 s per worker.
+        self._clock = _Clock()
+
+    @property
+    def wait_seconds(self) -> float:
+        """Seconds spent waiting for the loader's batches so far (host clock): the input
+        pipeline's share of a train loop (``throughput/data_wait_fraction``)."""
+        return self._clock.seconds
 
     @property
     def epoch(self) -> int:
@@ -72,8 +87,14 @@ class DataIterator:
 
     @property
     def resumes_exactly(self) -> bool:
-        """True if `load_state_dict` skips batches through a `ResumableSampler`."""
-        return self._sampler is not None
+        """True if `load_state_dict` skips batches through a `ResumableSampler` or the
+        loader's own state."""
+        return self._sampler is not None or self._stateful
+
+    @property
+    def collective_state_dict(self) -> bool:
+        """True when `state_dict()` gathers every rank's loader state (a collective)."""
+        return self._stateful and _world_size() > 1
 
     def __iter__(self) -> DataIterator:
         return self
@@ -146,22 +167,43 @@ class DataIterator:
             if skip:
                 # Resume without loading: the sampler drops the consumed samples.
                 self._sampler.set_start(min(skip * self._batch_size, len(self._sampler)))
-            return _Timed(iter(self.loader), self)
+            return _Timed(iter(self.loader), self._clock)
         self._set_epoch_if_possible()
+        if self._stateful:
+            if self._loader_state is not None:
+                self.loader.load_state_dict(self._loader_state)  # type: ignore[attr-defined]
+                self._loader_state = None
+            return _Timed(iter(self.loader), self._clock)
         iterator = iter(self.loader)
         for _ in range(skip):
             try:
                 next(iterator)
             except StopIteration:
                 break
-        return _Timed(iterator, self)
+        return _Timed(iterator, self._clock)
 
     def _set_epoch_if_possible(self) -> None:
-        for owner in (self.loader, getattr(self.loader, "sampler", None)):
+        owners = (self.loader, getattr(self.loader, "sampler", None),
+                  getattr(self.loader, "dataset", None))
+        for owner in owners:
             set_epoch = getattr(owner, "set_epoch", None)
             if callable(set_epoch):
                 set_epoch(self._epoch)
                 return
+
+    def close(self) -> None:
+        """Shuts the loader's current pass (and its worker processes) down now; the next
+        batch resumes from the same position (as after :meth:`load_state_dict`).
+
+        Dropping a pass to the garbage collector instead (a Trainer sits in reference
+        cycles) makes torch wait 5 s per worker to shut it down.
+        """
+        if self._iterator is None:
+            return
+        if self._stateful and self._loader_state is None:
+            self._loader_state = self.loader.state_dict()  # type: ignore[attr-defined]
+        self._iterator.shutdown()
+        self._iterator = None
 
     def reset(self) -> None:
         """Starts a fresh pass over the current epoch at its first batch."""
@@ -170,11 +212,25 @@ class DataIterator:
         self._batches_in_epoch = 0
 
     def state_dict(self) -> dict[str, Any]:
-        """Returns `{"epoch": e, "batches_in_epoch": k}` (and `"skipped"` positions, if any)."""
+        """Returns `{"epoch": e, "batches_in_epoch": k}` (and `"skipped"` positions, if any).
+
+        A stateful loader adds `"loader"`: its `state_dict()`. Under `torchrun` that
+        state differs per rank, so every rank's is gathered (a collective):
+        `{"world_size": W, "ranks": [state of rank 0, ...]}`.
+        """
         state: dict[str, Any] = {"epoch": self._epoch, "batches_in_epoch": self._batches_in_epoch}
         if self._skipped:
             state["skipped"] = [list(position) for position in sorted(self._skipped)]
-        return state
+        if not self._stateful:
+            return state
+        pending = self._loader_state  # Restored but not yet iterated: still the position.
+        state["loader"] = pending if pending is not None else self.loader.state_dict()  # type: ignore[attr-defined]
+        world_size = _world_size()
+        if world_size == 1:
+            return state
+        ranks: list[Any] = [None] * world_size
+        dist.all_gather_object(ranks, state)
+        return {"world_size": world_size, "ranks": ranks}
 
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         """Makes the next batch the `k+1`-th batch of epoch `e`.
@@ -187,6 +243,7 @@ class DataIterator:
             KeyError: If a key is missing.
             ValueError: If a value is negative.
         """
+        state_dict = self._own_state(state_dict)
         for key in ("epoch", "batches_in_epoch"):
             if key not in state_dict:
                 raise KeyError(
@@ -200,6 +257,9 @@ class DataIterator:
         self._skipped = {(int(e), int(i)) for e, i in state_dict.get("skipped", ())}
         self._iterator = None
         self._exhausted = False
+        self._loader_state = state_dict.get("loader") if self._stateful else None
+        if self._loader_state is not None:
+            return
         if self._sampler is None and self._batches_in_epoch:
             logger.warning(
                 "DataIterator: %s has no ResumableSampler with an integer batch_size; resuming "
@@ -211,20 +271,63 @@ class DataIterator:
             )
 
 
+    def _own_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """This rank's entry of a per-rank state; the start of the epoch when the world
+        size changed (a stream's position cannot be re-split across another number of ranks)."""
+        if "ranks" not in state:
+            saved_world_size, ranks = 1, [state]
+        else:
+            saved_world_size, ranks = int(state["world_size"]), list(state["ranks"])
+        world_size, rank = _world_size(), dist.get_rank() if _world_size() > 1 else 0
+        if "loader" not in ranks[0] or saved_world_size == world_size:
+            return ranks[rank] if saved_world_size == world_size else ranks[0]
+        epoch = min(int(r["epoch"]) for r in ranks)
+        logger.warning(
+            "DataIterator: the stream's position was saved by %d ranks and cannot be split "
+            "across %d; every rank restarts epoch %d of its shard.", saved_world_size,
+            world_size, epoch,
+        )
+        return {"epoch": epoch, "batches_in_epoch": 0}
+
+
+def _world_size() -> int:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return 1
+
+
+class _Clock:
+    """Seconds waited for batches."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
 class _Timed:
-    """A loader's iterator that adds the time each batch took to ``owner.wait_seconds``."""
+    """A loader's iterator that adds the time each batch took to ``clock.seconds``."""
 
-    __slots__ = ("_iterator", "_owner")
+    __slots__ = ("_clock", "_iterator")
 
-    def __init__(self, iterator: Iterator[Any], owner: DataIterator) -> None:
-        self._iterator, self._owner = iterator, owner
+    def __init__(self, iterator: Iterator[Any], clock: _Clock) -> None:
+        self._iterator, self._clock = iterator, clock
 
     def __iter__(self) -> _Timed:
         return self
+
+    def shutdown(self) -> None:
+        """Ends the loader's worker processes (torch's own shutdown), unless they persist.
+
+        A ``StatefulDataLoader`` keeps its last iterator, so dropping ours is not enough.
+        """
+        shutdown = getattr(self._iterator, "_shutdown_workers", None)
+        if callable(shutdown) and not getattr(self._iterator, "_persistent_workers", False):
+            shutdown()
 
     def __next__(self) -> Any:
         start = time.perf_counter()
         try:
             return next(self._iterator)
         finally:
-            self._owner.wait_seconds += time.perf_counter() - start
+            self._clock.seconds += time.perf_counter() - start

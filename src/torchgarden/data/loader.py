@@ -13,6 +13,11 @@ from torchgarden.data.datasets import ArrayDataset
 from torchgarden.data.iterator import DataIterator
 from torchgarden.data.sampler import ResumableSampler
 from torchgarden.data.seeding import BatchSeededDataset, SeededBatchSampler, WorkerSeeder
+from torchgarden.data.streaming import (
+    build_streaming_loader,
+    streaming_available,
+    worker_options,
+)
 from torchgarden.data.transfer import make_batch_mover, move_to_device
 
 __all__ = [
@@ -176,19 +181,6 @@ def _input_path_text(params: Any) -> str:
     return str(path or "")
 
 
-def _worker_options(params: Any, num_workers: int, pin_memory: bool) -> dict[str, Any]:
-    """The `DataLoader` keyword arguments about workers and pinned memory."""
-    options: dict[str, Any] = {"num_workers": num_workers, "pin_memory": pin_memory}
-    if num_workers > 0:
-        options["persistent_workers"] = bool(getattr(params, "persistent_workers", False))
-        prefetch_factor = getattr(params, "prefetch_factor", None)
-        if prefetch_factor is not None:
-            options["prefetch_factor"] = prefetch_factor
-        # Out-of-order delivery is faster but makes resume inexact.
-        options["in_order"] = getattr(params, "deterministic", None) is not False
-    return options
-
-
 def _replica_sampler(
     num_examples: int,
     params: Any,
@@ -201,7 +193,8 @@ def _replica_sampler(
     """This replica's sampler: a disjoint shard, or all examples when `sharding` is off.
 
     Without sharding every replica reads all examples in an order seeded by
-    `seed + replica_id`.
+    `seed + replica_id`. Evaluation shards are not padded: each example is read by one
+    replica exactly once, and the shards may differ by one example.
     """
     if getattr(params, "sharding", True):
         num_replicas, rank, sampler_seed = context.num_replicas, context.replica_id, seed
@@ -214,6 +207,7 @@ def _replica_sampler(
         num_replicas=num_replicas,
         rank=rank,
         drop_last=drop_last,
+        pad=bool(getattr(params, "is_training", False)),
     )
 
 
@@ -239,8 +233,10 @@ def build_dataloader(
 
     An `ArrayDataset` read without workers and without a custom `collate_fn`
     takes the fast path: an `ArrayLoader` that yields the same batches as the
-    DataLoader path by one gather per tensor. An `IterableDataset` gets a plain
-    `DataLoader` (its resume replays batches).
+    DataLoader path by one gather per tensor. An `IterableDataset` gets torchdata's
+    `StatefulDataLoader` (`data.streaming`: its state is checkpointed, one per rank;
+    a Hugging Face stream is split across replicas), or a plain `DataLoader` whose
+    resume replays batches when torchdata is not installed.
 
     Args:
         dataset: A map-style dataset (or an `IterableDataset`).
@@ -250,7 +246,7 @@ def build_dataloader(
 
     Returns:
         A loader exposing `.sampler` (a `ResumableSampler`, except for
-        iterable datasets), `.batch_size` and `len()`.
+        iterable datasets), `.batch_size` and `len()` (not for streams).
 
     Raises:
         ValueError: On a non-positive or indivisible `global_batch_size`, an
@@ -278,8 +274,11 @@ def build_dataloader(
     seed = 0 if seed is None else int(seed)
     drop_last = is_training and bool(getattr(params, "drop_remainder", True))
     pin_memory = bool(getattr(params, "pin_memory", False))
-    loader_kwargs = _worker_options(params, num_workers, pin_memory)
+    loader_kwargs = worker_options(params, num_workers, pin_memory)
     if isinstance(dataset, IterableDataset):
+        if streaming_available():  # Exact resume through the loader's own state.
+            return build_streaming_loader(dataset, params, input_context=context,
+                                          collate_fn=collate_fn or tuple_collate)
         return DataLoader(
             dataset,
             batch_size=batch_size,

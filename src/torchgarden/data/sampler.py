@@ -18,8 +18,10 @@ class ResumableSampler(Sampler[int]):
     like `torch.utils.data.DistributedSampler` (rank `r` takes positions
     `r, r + num_replicas, ...`), so ranks never overlap within an epoch. When
     `drop_last` is False the order is padded by wrapping around so every rank
-    gets the same count; when True the tail that does not divide evenly is
-    dropped.
+    gets the same count (training needs it: every step is a collective), unless
+    `pad` is False: then each example appears exactly once and the first
+    `num_examples % num_replicas` ranks get one more (evaluation); when
+    `drop_last` is True the tail that does not divide evenly is dropped.
 
     `set_start(index)` skips the first `index` samples of this rank's order for
     the next iteration only, which is how a run resumes mid-epoch without
@@ -32,6 +34,8 @@ class ResumableSampler(Sampler[int]):
         num_replicas: Number of ranks sharing the dataset. Defaults to 1.
         rank: This rank, in `[0, num_replicas)`. Defaults to 0.
         drop_last: Drop the uneven tail instead of padding. Defaults to False.
+        pad: Without `drop_last`, repeat examples so every rank gets as many; False
+            gives ranks uneven shards with every example once. Defaults to True.
 
     Raises:
         ValueError: On a negative `num_examples`, `num_replicas` < 1 or a `rank`
@@ -54,6 +58,7 @@ class ResumableSampler(Sampler[int]):
         num_replicas: int = 1,
         rank: int = 0,
         drop_last: bool = False,
+        pad: bool = True,
     ) -> None:
         if num_examples < 0:
             raise ValueError(f"num_examples must be >= 0, got {num_examples}.")
@@ -67,12 +72,15 @@ class ResumableSampler(Sampler[int]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.drop_last = drop_last
+        self.pad = pad
         self.epoch = 0
         self._start = 0
         if drop_last:
             self._num_samples = num_examples // num_replicas
-        else:
+        elif pad:
             self._num_samples = -(-num_examples // num_replicas)
+        else:  # Positions rank, rank + num_replicas, ... below num_examples.
+            self._num_samples = len(range(rank, num_examples, num_replicas))
 
     @property
     def start(self) -> int:
@@ -108,6 +116,8 @@ class ResumableSampler(Sampler[int]):
             order = torch.randperm(self.num_examples, generator=generator)
         else:
             order = torch.arange(self.num_examples)
+        if not (self.pad or self.drop_last):
+            return order[self.rank :: self.num_replicas]
         total = self._num_samples * self.num_replicas
         if total > self.num_examples and self.num_examples > 0:
             # Pad by wrapping (repeating the order as often as needed) so that

@@ -14,6 +14,7 @@ from torchgarden.distribute.collectives import (
     get_world_size,
     is_chief,
     is_distributed,
+    max_over_ranks,
 )
 from torchgarden.distribute.full_state import (
     FullModelState,
@@ -41,6 +42,7 @@ __all__ = [
     "get_world_size",
     "is_chief",
     "is_distributed",
+    "max_over_ranks",
     "rebind_optimizer",
     "reshard",
     "set_gradient_sync",

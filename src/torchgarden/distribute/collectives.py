@@ -34,6 +34,7 @@ __all__ = [
     "get_world_size",
     "is_chief",
     "is_distributed",
+    "max_over_ranks",
 ]
 
 T = TypeVar("T")
@@ -63,6 +64,21 @@ def barrier() -> None:
     """Waits until every rank has reached this call (a no-op in one process)."""
     if is_distributed():
         dist.barrier()
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest of every rank's ``value`` (one all-reduce; ``value`` in one process).
+
+    Example: the number of eval steps every rank runs when their shards differ in size.
+    """
+    if not is_distributed():
+        return int(value)
+    device = torch.device("cpu")
+    if dist.get_backend() == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    packed = torch.tensor([int(value)], dtype=torch.int64, device=device)
+    dist.all_reduce(packed, op=dist.ReduceOp.MAX)
+    return int(packed.item())  # Host sync: once per call.
 
 
 def all_gather_object(obj: T) -> list[T]:

@@ -18,6 +18,12 @@ shard of the full tensors read from the file.
 Their ``state_dict`` / ``load_state_dict`` are collectives (``collective_state_dict =
 True``): every rank calls them together. ``CheckpointManager`` sees the flag and has
 rank 0 decide each save for all ranks.
+
+For the sharded checkpoint format (``trainer.checkpoint_format: dcp``) they also give
+``sharded_state_dict()`` (each rank's ``DTensor`` shards, the optimizer keyed by parameter
+name as ``torch.distributed.checkpoint.state_dict`` lays it out) and
+``load_sharded_state_dict(state)``; ``torch.distributed.checkpoint`` writes and reshards
+those, so no rank ever holds the full state.
 """
 
 from __future__ import annotations
@@ -114,6 +120,19 @@ class FullModelState:
         reshard(self.model)  # A restore mid-run must not be hidden by gathered copies.
         set_model_state_dict(self.model, dict(state_dict), options=_load_options(strict))
 
+    def sharded_state_dict(self) -> dict[str, Any]:
+        """This rank's shards (``DTensor`` values), keyed like the unsharded model's."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        return get_model_state_dict(self.model)
+
+    def load_sharded_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Loads shards laid out like :meth:`sharded_state_dict`'s (already resharded)."""
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+        reshard(self.model)
+        set_model_state_dict(self.model, dict(state_dict))
+
 
 class FullOptimizerState:
     """Checkpoint item for an optimizer of a sharded model, saved in torch's layout.
@@ -203,11 +222,42 @@ class FullOptimizerState:
                 for group, current in zip(indexed["param_groups"], inner.param_groups)
             ],
         }
-        set_optimizer_state_dict(self.model, inner, full, options=_load_options())
-        if inner is not self.optimizer:
+        if full["state"]:
+            set_optimizer_state_dict(self.model, inner, full, options=_load_options())
+        else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
+            for group, saved in zip(inner.param_groups, full["param_groups"]):
+                group.update({k: v for k, v in saved.items() if k != "params"})
+        self._load_outer(state_dict)
+
+    def _load_outer(self, state_dict: Mapping[str, Any]) -> None:
+        if self._inner() is not self.optimizer:
             # The wrapper's own state (e.g. the loss scale); its inner part is reloaded
             # from the freshly set (sharded) state, which leaves it unchanged.
-            self.optimizer.load_state_dict({**state_dict, "optimizer": inner.state_dict()})
+            inner_state = self._inner().state_dict()
+            self.optimizer.load_state_dict({**state_dict, "optimizer": inner_state})
+
+    def sharded_state_dict(self) -> dict[str, Any]:
+        """This rank's optimizer shards, keyed by parameter name (DCP's layout)."""
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        inner = self._inner()
+        sharded = get_optimizer_state_dict(self.model, inner)
+        if inner is self.optimizer:
+            return sharded
+        return {**self.optimizer.state_dict(), "optimizer": sharded}
+
+    def load_sharded_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Loads name-keyed shards laid out like :meth:`sharded_state_dict`'s."""
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        inner = self._inner()
+        sharded = dict(state_dict if inner is self.optimizer else state_dict["optimizer"])
+        chosen = [{k: group[k] for k in _IMPLEMENTATION_KEYS if k in group}
+                  for group in inner.param_groups]
+        set_optimizer_state_dict(self.model, inner, sharded)
+        for group, implementation in zip(inner.param_groups, chosen):
+            group.update(implementation)  # How this process runs the update is not state.
+        self._load_outer(state_dict)
 
 
 def _holds_dtensor(value: Any) -> bool:
@@ -257,6 +307,14 @@ class FullTensorState:
     def load_state_dict(self, state_dict: Any) -> None:
         """Loads full tensors into the item as shards shaped like its current state."""
         self.item.load_state_dict(shard_like(state_dict, self.item.state_dict()))
+
+    def sharded_state_dict(self) -> Any:
+        """The item's own state, ``DTensor`` shards as they are."""
+        return self.item.state_dict()
+
+    def load_sharded_state_dict(self, state_dict: Any) -> None:
+        """Loads a state whose ``DTensor`` shards are laid out like the item's."""
+        self.item.load_state_dict(state_dict)
 
 
 def full_state_items(

@@ -10,6 +10,9 @@ task:
 ```
 
 ``source: npz`` reads ``x`` (N, C, H, W) or (N, H, W) and ``y`` (N,) arrays from a ``.npz``.
+``source: datasets`` reads a Hugging Face dataset saved with ``save_to_disk`` (by index, or
+as a stream with ``streaming: true``) and ``source: webdataset`` WebDataset ``.tar``
+shards; ``x_key`` / ``y_key`` name the image and label columns (docs/data.md).
 
 ``task.model.name`` swaps the built-in MLP/CNN for a model library's classifier
 (`torchgarden.models`), sized by ``task.model.library_config``::
@@ -40,7 +43,7 @@ __all__ = [
     "image_classification",
 ]
 
-_SOURCES = ("digits", "npz", "folder")
+_SOURCES = ("digits", "npz", "folder", "datasets", "webdataset")
 _ARCHITECTURES = ("mlp", "cnn")
 
 
@@ -49,13 +52,21 @@ class ImageClassificationDataConfig(DataConfig):
     """Where images come from."""
 
     source: str = "digits"
-    """``digits`` (scikit-learn's bundled 8×8 digits), ``npz`` or ``folder``."""
+    """``digits`` (scikit-learn's bundled 8×8 digits), ``npz``, ``folder``, ``datasets``
+    (a Hugging Face dataset saved with ``save_to_disk``) or ``webdataset`` (``.tar``
+    shards, read as a stream)."""
     split: str = ""
     """For ``digits``: ``train`` or ``validation``; empty = from ``is_training``."""
     x_key: str = "x"
-    """For ``npz``: the array of images."""
+    """For ``npz``: the array of images; for ``datasets`` / ``webdataset``: the column
+    (tar member extension, e.g. ``npy`` or ``png``) holding each image."""
     y_key: str = "y"
-    """For ``npz``: the array of integer labels."""
+    """For ``npz``: the array of integer labels; for ``datasets`` / ``webdataset``: the
+    label column (e.g. ``label`` or ``cls``)."""
+    streaming: bool = False
+    """For ``datasets``: read the Arrow files as a stream, one shard per file, instead of
+    by index (``webdataset`` always streams). Streams resume exactly from their saved
+    position and are shuffled by shard order only (docs/data.md)."""
 
     def check(self) -> None:
         super().check()
@@ -64,7 +75,12 @@ class ImageClassificationDataConfig(DataConfig):
                 f"{self.field_path('source')} must be one of {', '.join(_SOURCES)}, got "
                 f"'{self.source}'{did_you_mean(self.source, _SOURCES)}"
             )
-        if self.source in ("npz", "folder") and not self.input_path:
+        if self.streaming and self.source != "datasets":
+            raise ConfigError(
+                f"{self.field_path('streaming')} applies to source 'datasets' only "
+                f"(source is '{self.source}'); unset it."
+            )
+        if self.source not in ("digits",) and not self.input_path:
             raise ConfigError(
                 f"{self.field_path('input_path')} is required when source is '{self.source}'."
             )

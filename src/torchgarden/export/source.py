@@ -25,7 +25,7 @@ from torchgarden.checkpoint import (
     CheckpointError,
     CheckpointManager,
     checkpoint_number,
-    load_state,
+    read_full_state,
     read_meta,
     selection,
 )
@@ -208,7 +208,7 @@ def resolve_source(model_dir: str, checkpoint: str = "auto",
         raise ExportError(f"{path}: its meta.json records no config and {model_dir} has no "
                           "params.yaml; cannot tell which task built this model.")
     step = checkpoint_number(path)
-    state = load_state(path)
+    state = read_full_state(path)  # Either format: a sharded one is read in full here.
     recorded = selection.recorded_step(state)
     if recorded is not None and recorded != step:
         raise ExportError(f"{path}: its state records global step {recorded} but it is named "

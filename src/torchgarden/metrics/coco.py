@@ -87,6 +87,8 @@ class COCOEvaluator(Evaluator):
         need_rescale_bboxes: Divide predicted boxes by ``image_info[:, 2]`` to return to
             original image pixels. Defaults to False.
         name: Log key. Defaults to ``"coco_metric"``.
+        sync_on_result: Under ``torchrun``, gather every rank's detections to rank 0
+            before ``result()`` evaluates them (see `Evaluator`). Defaults to True.
 
     Raises:
         ValueError: If ``max_num_eval_detections`` is not a positive int.
@@ -96,8 +98,8 @@ class COCOEvaluator(Evaluator):
     def __init__(self, annotation_file: str | os.PathLike | None = None, *,
                  include_mask: bool = False, per_category_metrics: bool = False,
                  max_num_eval_detections: int = 100, need_rescale_bboxes: bool = False,
-                 name: str = "coco_metric") -> None:
-        super().__init__(name)
+                 name: str = "coco_metric", sync_on_result: bool = True) -> None:
+        super().__init__(name, sync_on_result=sync_on_result)
         if (not isinstance(max_num_eval_detections, int) or isinstance(max_num_eval_detections, bool)
                 or max_num_eval_detections < 1):
             raise ValueError("COCOEvaluator: max_num_eval_detections must be a positive int, got "
@@ -118,6 +120,19 @@ class COCOEvaluator(Evaluator):
         """Drops the accumulated predictions and ground truths."""
         self._predictions = {}
         self._groundtruths = {}
+
+    def local_state(self) -> dict[str, Any]:
+        """This rank's accumulated batches (NumPy arrays), for gathering to rank 0."""
+        return {"predictions": self._predictions, "groundtruths": self._groundtruths}
+
+    def load_states(self, states: list[dict[str, Any]]) -> None:
+        """Holds the batches of every state given, in order (each image once per rank)."""
+        self.reset_states()
+        for state in states:
+            for mine, theirs in ((self._predictions, state["predictions"]),
+                                 (self._groundtruths, state["groundtruths"])):
+                for key, batches in theirs.items():
+                    mine.setdefault(key, []).extend(batches)
 
     def _required_prediction_keys(self) -> tuple[str, ...]:
         keys = _PREDICTION_KEYS

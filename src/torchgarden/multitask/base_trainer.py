@@ -64,6 +64,11 @@ class TaskIterators:
     def __next__(self) -> dict[str, Any]:
         return {name: next(iterator) for name, iterator in self.iterators.items()}
 
+    def close(self) -> None:
+        """Shuts every task's loader workers down (``DataIterator.close``)."""
+        for iterator in self.iterators.values():
+            iterator.close()
+
     def state_dict(self) -> dict[str, Any]:
         return {name: iterator.state_dict() for name, iterator in self.iterators.items()}
 

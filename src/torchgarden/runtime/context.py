@@ -151,8 +151,7 @@ def setup_runtime(config: RuntimeConfig) -> RuntimeContext:
             resolved = "single"  # One process: DDP/FSDP would only add overhead.
 
     if config.seed is not None:
-        random.seed(config.seed)
-        np.random.seed(config.seed)
+        seed_host_rngs(config.seed)
         torch.manual_seed(config.seed)
 
     return RuntimeContext(
@@ -164,6 +163,18 @@ def setup_runtime(config: RuntimeConfig) -> RuntimeContext:
         autocast_dtype=precision_dtype(config.mixed_precision_dtype),
         owns_process_group=owns_group,
     )
+
+
+def seed_host_rngs(seed: int) -> None:
+    """Seeds Python's ``random`` and NumPy's global RNG with ``seed``.
+
+    ``run_experiment`` calls it again on a fresh start once everything is built:
+    libraries draw from ``random`` when first imported (``rich`` does, and scikit-learn
+    imports it), so without the second seeding the training stream would depend on
+    which imports happened to run after the first one.
+    """
+    random.seed(seed)
+    np.random.seed(seed)
 
 
 def teardown_runtime(context: RuntimeContext) -> None:

@@ -116,6 +116,8 @@ class ImageClassificationTask(Task):
     def build_inputs(
         self, params: ImageClassificationDataConfig, input_context: Any = None
     ) -> Any:
+        if params.source in ("datasets", "webdataset"):
+            return self._hugging_face_inputs(params, input_context)
         try:
             x, y = self._load_arrays(params)
         except FileNotFoundError as e:
@@ -126,6 +128,25 @@ class ImageClassificationTask(Task):
         return data.build_dataloader(
             data.ArrayDataset(x, y), params, input_context=input_context
         )
+
+    def _hugging_face_inputs(self, params: ImageClassificationDataConfig, input_context: Any) -> Any:
+        """A Hugging Face ``save_to_disk`` dataset (by index or streamed) or WebDataset shards."""
+        from torchgarden.data import hf
+
+        split = "train_data" if params.is_training else "validation_data"
+        paths = validation.expand_input_paths(params.input_path, f"task.{split}.input_path")
+        columns = hf.ColumnBatch(params.x_key, params.y_key, self.task_config.model.input_size)
+        if params.source == "webdataset":
+            stream = hf.stream_webdataset(paths)
+        elif params.streaming:
+            stream = hf.stream_arrow(paths[0])
+        else:
+            dataset = hf.ArrowColumns(hf.load_arrow(paths[0]), columns)
+            self._checked(*(t.unsqueeze(0) for t in dataset[0]), paths[0])
+            return data.build_dataloader(dataset, params, input_context=input_context)
+        self._checked(*columns([next(iter(stream))]), paths[0])
+        return data.build_dataloader(stream, params, input_context=input_context,
+                                     collate_fn=columns)
 
     def build_losses(
         self, labels: torch.Tensor, model_outputs: torch.Tensor,

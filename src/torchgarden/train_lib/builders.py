@@ -39,6 +39,7 @@ __all__ = [
     "build_eval_metrics",
     "build_forward_model",
     "build_inputs",
+    "checkpoint_format",
     "create_trainer",
     "optimizer_config_for",
     "maybe_create_best_ckpt_exporter",
@@ -254,7 +255,8 @@ def maybe_create_best_ckpt_exporter(
     if not (model_dir and subdir and metric):
         return None
     return BestCheckpointExporter(
-        os.path.join(model_dir, subdir), metric, trainer.best_checkpoint_metric_comp
+        os.path.join(model_dir, subdir), metric, trainer.best_checkpoint_metric_comp,
+        checkpoint_format=checkpoint_format(params),
     )
 
 
@@ -271,3 +273,12 @@ def build_eval_metrics(task: Task, validation_data: Any) -> Any:
     if isinstance(validation_data, Mapping):
         return {name: task.build_metrics(training=False) for name in validation_data}
     return task.build_metrics(training=False)
+
+
+def checkpoint_format(params: ExperimentConfig) -> str:
+    """``trainer.checkpoint_format`` resolved: ``"auto"`` is ``"dcp"`` for a run configured
+    for FSDP2 (at any world size, so a resumed run keeps the format), else ``"single"``."""
+    chosen = params.trainer.checkpoint_format
+    if chosen != "auto":
+        return chosen
+    return "dcp" if params.runtime.distribution_strategy == "fsdp" else "single"

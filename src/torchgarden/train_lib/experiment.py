@@ -26,7 +26,7 @@ from torchgarden.core import Task, Trainer
 from torchgarden.loop import Controller
 from torchgarden.modes import check_mode
 from torchgarden.multitask import MultiTask
-from torchgarden.runtime import RuntimeContext, setup_runtime
+from torchgarden.runtime import RuntimeContext, seed_host_rngs, setup_runtime
 from torchgarden.runtime.preemption import PreemptionWatcher
 from torchgarden.summary import SummaryManagerInterface
 from torchgarden.train_lib.builders import create_trainer
@@ -246,6 +246,8 @@ def _run(
         callbacks.append(export_callback)
     preemption = build_preemption_watcher(params) if training else None
     trainer.preemption = preemption
+    if fresh and params.runtime.seed is not None:  # Imports while building drew from them.
+        seed_host_rngs(params.runtime.seed)
     try:  # The Controller restores the checkpoint prepared above (or initialises).
         controller = build_controller(
             params, trainer, evaluator=evaluator, mode=mode, model_dir=model_dir,
@@ -263,8 +265,11 @@ def _run(
     )
     if recovery is not None:
         controller.train_actions.append(recovery)
-    with _signals_watched(preemption, trainer):
-        eval_logs = _run_mode(controller, trainer, params, mode)
+    try:
+        with _signals_watched(preemption, trainer):
+            eval_logs = _run_mode(controller, trainer, params, mode)
+    finally:
+        trainer.close()  # Loader workers end now, not whenever the collector runs.
     num_params = sum(p.numel() for p in trainer.unwrapped_model.parameters())
     _logger.info("Number of parameters in model: %.6f Millions.", num_params / 1e6)
     # Unlike Model Garden, train_and_eval's final in-loop evaluation (at train_steps) is

@@ -12,7 +12,6 @@ from typing import Any
 
 from torchgarden.callbacks import RecoveryAction
 from torchgarden.checkpoint import CheckpointManager
-from torchgarden.checkpoint._storage import to_host
 from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
 from torchgarden.train_lib.builders import LossBound
@@ -85,7 +84,7 @@ class InitialState:
     def __init__(self, trainer: Trainer, manager: CheckpointManager) -> None:
         self._checkpoint = trainer.checkpoint
         self._manager = manager
-        self._state: dict[str, Any] | None = to_host(self._checkpoint.state_dict(), copy=True)
+        self._state: dict[str, Any] | None = self._checkpoint.snapshot()
 
     def on_checkpoint_saved(self, step: int, path: str) -> None:
         """A checkpoint exists now: the copy is no longer needed."""

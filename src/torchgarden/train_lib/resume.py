@@ -131,15 +131,16 @@ class ConfiguredOptimizer:
         self._optimizer = optimizer
         self._item = item
         self.collective_state_dict = getattr(item, "collective_state_dict", False)
+        if callable(getattr(item, "sharded_state_dict", None)):  # FSDP2 under DCP
+            self.sharded_state_dict = item.sharded_state_dict
+            self.load_sharded_state_dict = self._load_sharded
+            self.sharded_mismatch = self._fresh_moments
 
     def state_dict(self) -> Any:
         return self._item.state_dict()
 
     def load_state_dict(self, state_dict: Any) -> None:
-        configured = [
-            {k: v for k, v in group.items() if k != "params"}
-            for group in self._optimizer.param_groups
-        ]
+        configured = self._configured()
         saved = _param_groups(state_dict)
         if saved is not None and _shape(saved) != _shape(self._optimizer.param_groups):
             _logger.warning(
@@ -150,8 +151,27 @@ class ConfiguredOptimizer:
             )
             return
         self._item.load_state_dict(state_dict)
+        self._configure(configured)
+
+    def _configured(self) -> list[dict[str, Any]]:
+        return [{k: v for k, v in group.items() if k != "params"}
+                for group in self._optimizer.param_groups]
+
+    def _configure(self, configured: list[dict[str, Any]]) -> None:
         for group, values in zip(self._optimizer.param_groups, configured):
             group.update(values)
+
+    def _fresh_moments(self, problem: str) -> None:
+        """A sharded checkpoint of another optimizer: its moments start fresh (as above)."""
+        _logger.warning("the checkpoint's optimizer state does not fit the configured "
+                        "optimizer (%s): its moments start fresh; the model and the rest "
+                        "resume.", problem)
+
+    def _load_sharded(self, state_dict: Any) -> None:
+        """The sharded (DCP) load: the moments resume, the hyperparameters are configured."""
+        configured = self._configured()
+        self._item.load_sharded_state_dict(state_dict)
+        self._configure(configured)
 
 
 def check_best_metric(params: ExperimentConfig, task: Task, trainer: Any) -> None:

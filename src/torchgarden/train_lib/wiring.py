@@ -21,6 +21,7 @@ from torchgarden.loop import Controller
 from torchgarden.loop.progress import FirstLoopNotice
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
 from torchgarden.summary import SummaryManager, SummaryManagerInterface
+from torchgarden.train_lib.builders import checkpoint_format
 from torchgarden.train_lib.model_dir import EVAL_SUBDIR
 from torchgarden.train_lib.observability import (
     TrackersClosed,
@@ -81,8 +82,9 @@ def build_checkpoint_manager(
 ) -> CheckpointManager:
     """The manager of ``model_dir/ckpt-<step>`` for the trainer's checkpoint.
 
-    Every rank restores; only rank 0 writes (the manager knows the process group, and
-    with FSDP2 every rank takes part in gathering the state for rank 0 to write).
+    Every rank restores. In the single-file format only rank 0 writes (with FSDP2 every
+    rank takes part in gathering the state for it); in the sharded (DCP) format every
+    rank writes its own shards.
     """
     cfg = params.trainer
     return CheckpointManager(
@@ -93,6 +95,7 @@ def build_checkpoint_manager(
         init_fn=trainer.initialize,
         enable_async=cfg.enable_async_checkpointing,
         config=params.as_dict(),
+        checkpoint_format=checkpoint_format(params),
     )
 
 

@@ -156,3 +156,18 @@ def test_the_architecture_page_lists_the_same_layers():
                   for line in block.group(1).splitlines()
                   if line.strip().startswith(tuple("0123456789"))]
     assert documented == LAYERS
+
+
+def test_nothing_private_crosses_packages():
+    """``torchgarden.<pkg>._private`` is imported only from inside ``<pkg>``."""
+    crossing = []
+    for module, targets in sorted(_graph().items()):
+        for target in sorted(targets):
+            parts = target.split(".")
+            private = next((i for i, part in enumerate(parts) if part.startswith("_")), None)
+            if private is None:
+                continue
+            owner = ".".join(parts[:private])
+            if not (module == owner or module.startswith(owner + ".")):
+                crossing.append(f"{module} -> {target}")
+    assert not crossing, "private modules imported from other packages:\n" + "\n".join(crossing)

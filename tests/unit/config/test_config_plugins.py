@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from torchgarden.config import _plugins
+from torchgarden.config import plugins as _plugins
 
 
 def test_a_name_outside_the_package_imports_nothing(tmp_path, monkeypatch):
@@ -39,7 +39,7 @@ def test_a_missing_malformed_or_dunder_own_name_imports_nothing_quietly(name):
 def test_an_own_name_imports_its_module_even_for_a_nested_class():
     code = (
         "import sys\n"
-        "from torchgarden.config import _plugins\n"
+        "from torchgarden.config import plugins as _plugins\n"
         "_plugins.import_own_module('torchgarden.experiments.toy.ToyRegressionConfig.Nested')\n"
         "print('torchgarden.experiments.toy' in sys.modules, 'torch' in sys.modules)\n"
     )

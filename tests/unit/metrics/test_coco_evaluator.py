@@ -180,3 +180,17 @@ def test_argument_and_key_errors(tmp_path):
     del gt["classes"]
     with pytest.raises(ValueError, match="Missing the required key 'classes' in groundtruths"):
         COCOEvaluator().update_state(gt, pred)
+
+
+def test_ranks_states_loaded_together_give_the_one_process_result():
+    """What ``result()`` does on rank 0 under torchrun: every rank's batches, once each."""
+    whole = COCOEvaluator()
+    whole.update_state(*_batch([1, 2, 7], DETECTIONS))
+    expected = whole.result()
+    ranks = [COCOEvaluator(), COCOEvaluator()]
+    ranks[0].update_state(*_batch([1, 7], DETECTIONS))
+    ranks[1].update_state(*_batch([2], DETECTIONS))
+    gathered = COCOEvaluator()
+    gathered.load_states([r.local_state() for r in ranks])
+    assert gathered.result() == expected
+    assert ranks[1].result()["AP"] != expected["AP"]  # One shard alone is another number.
