@@ -211,6 +211,19 @@ def _replica_sampler(
     )
 
 
+def _global_batch_size(params: Any) -> int:
+    """``params.global_batch_size``, or a ValueError naming its config key."""
+    global_batch_size = params.global_batch_size
+    if global_batch_size is None or global_batch_size <= 0:
+        field_path = getattr(params, "field_path", None)  # The dotted key, once validated.
+        key = field_path("global_batch_size") if callable(field_path) else ""
+        if not key.startswith("task."):
+            split = "train_data" if getattr(params, "is_training", False) else "validation_data"
+            key = f"task.{split}.global_batch_size"
+        raise ValueError(f"{key} must be a positive int, got {global_batch_size}; set e.g. {key}=32.")
+    return int(global_batch_size)
+
+
 def build_dataloader(
     dataset: Dataset,
     params: Any,
@@ -252,16 +265,8 @@ def build_dataloader(
         ValueError: On a non-positive or indivisible `global_batch_size`, an
             empty dataset or negative `num_workers`.
     """
-    global_batch_size = params.global_batch_size
-    if global_batch_size is None or global_batch_size <= 0:
-        field_path = getattr(params, "field_path", None)  # The dotted key, once validated.
-        key = field_path("global_batch_size") if callable(field_path) else ""
-        if not key.startswith("task."):
-            split = "train_data" if getattr(params, "is_training", False) else "validation_data"
-            key = f"task.{split}.global_batch_size"
-        raise ValueError(f"{key} must be a positive int, got {global_batch_size}; set e.g. {key}=32.")
     context = input_context if input_context is not None else InputContext.from_environment()
-    batch_size = context.get_per_replica_batch_size(global_batch_size)
+    batch_size = context.get_per_replica_batch_size(_global_batch_size(params))
     input_path = _input_path_text(params)
     num_workers = getattr(params, "num_workers", 0) or 0
     if num_workers < 0:
