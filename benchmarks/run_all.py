@@ -1,4 +1,4 @@
-"""Runs every CPU benchmark and prints the summary against issue 16's targets.
+"""Runs every CPU benchmark and prints the summary against issues 12 and 16's targets.
 
 This is what ``make bench`` runs. Nothing here is a test: timings on a shared machine
 are noisy, so read the medians, the ranges and the load averages the scripts print.
@@ -18,6 +18,7 @@ import _common
 import checkpoint_io
 import digits_mlp
 import loop_overhead
+import observability_overhead
 import startup
 
 
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     digits = digits_mlp.main(loop_args)
     print()
     checkpoints = checkpoint_io.main(["--repeats", "1" if args.quick else "5"])
+    print()
+    observe = observability_overhead.main(
+        ["--rounds", "4", "--chunk", "300"] if args.quick else ["--rounds", "30"])
     starts: dict[str, float] = {}
     if not args.skip_startup:
         print()
@@ -77,6 +81,8 @@ def main(argv: list[str] | None = None) -> None:
         ("verified restore / torch.load", f"{restore:.2f}", "<= 1.2", _check(restore <= 1.2)),
         ("async stall / sync save", f"{stall:.0%}", "<= 10%", _check(stall <= 0.1)),
     ]
+    rows.append(("metrics.jsonl + throughput cost (issue 12)", f"{observe['cpu']:+.1%}",
+                 "<= +2%", _check(observe["cpu"] <= 0.02)))
     if starts:
         rows.append(("torchgarden --help s", f"{starts['torchgarden --help']:.3f}", "<= 0.3",
                      _check(starts["torchgarden --help"] <= 0.3)))
