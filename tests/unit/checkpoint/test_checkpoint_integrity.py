@@ -132,3 +132,20 @@ def test_restore_into_wrong_shape_names_keys(tmp_path, model_factory):
         CheckpointMismatchError, match=r"'2\.weight': checkpoint \(10, 8\) vs model \(5, 8\)"
     ):
         manager.restore()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_nonfinite_parameter_names_nan_and_inf_but_not_a_sum_that_overflows(dtype):
+    from torchgarden.checkpoint.selection import nonfinite_parameter
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    items = {"model": model}
+    big = torch.finfo(dtype).max
+    state = {"model": {k: v.detach().clone().to(dtype) for k, v in model.state_dict().items()}}
+    state["model"]["0.weight"].fill_(big)  # Finite; its sum overflows to inf.
+    assert nonfinite_parameter(items, state) is None
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        state["model"]["1.bias"][1] = bad
+        assert nonfinite_parameter(items, state) == "model['1.bias']"
+    state["model"]["0.bias"][0] = float("nan")  # The first one in parameter order is named.
+    assert nonfinite_parameter(items, state) == "model['0.bias']"
