@@ -172,3 +172,25 @@ def test_export_on_best_writes_an_export_that_predict_reads(tmp_path, capsys):
                           for i in range(3)]).unsqueeze(-1)
     expected = eager_reference(task, model.eval(), (pixels,))["top_k_classes"][:, 0]
     assert [int(line.split(": ")[1].split(" ")[0]) for line in lines] == expected.tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", ["language_model", "multitask_digits",
+                                        "multitask_digits_eval", "multitask_shapes",
+                                        "retinanet_resnet18"])
+def test_every_other_builtin_experiment_exports_to_the_three_formats(experiment, tmp_path):
+    """The experiments added after the export work: a 4-step run, then `torchgarden export`,
+    whose manifest records each format's largest difference from the eager model."""
+    model_dir, output = str(tmp_path / "run"), tmp_path / "export"
+    overrides = "trainer.train_steps=4,trainer.steps_per_loop=2,trainer.checkpoint_interval=4"
+    assert main(["train", "--experiment", experiment, "--mode", "train", "--model_dir",
+                 model_dir, "--params_override", overrides]) == 0
+    assert main(["export", "--model_dir", model_dir, "--output", str(output)]) == 0
+    manifest = json.loads((output / "export.json").read_text())
+    assert manifest["step"] == 4
+    assert set(manifest["formats"]) == {"safetensors", "pt2", "onnx"}
+    for kind in ("pt2", "onnx"):
+        differences = manifest["verification"][kind]["max_abs_diff_by_output"]
+        assert differences and max(differences.values()) < 1e-4, (kind, differences)
+    for info in manifest["files"].values():
+        assert info["bytes"] > 0
