@@ -16,20 +16,17 @@ background thread whose collectives use their own gloo process group.
 
 from __future__ import annotations
 
-import datetime
 import os
 import secrets
 import shutil
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
 from torchgarden.checkpoint import _dcp_io, _ranks, _storage
-from torchgarden.checkpoint._writer import _package_version
-from torchgarden.checkpoint.errors import CheckpointWriteError
+from torchgarden.checkpoint._background import WriterBase, manifest
 from torchgarden.utils.files import atomic_write_json, fsync_dir
 
 __all__ = ["DcpWriter"]
@@ -38,39 +35,17 @@ __all__ = ["DcpWriter"]
 _CHECKSUM = "xxh3_128"
 
 
-class DcpWriter:
+class DcpWriter(WriterBase):
     """Writes ``<directory>/<checkpoint_name>-<N>/`` in DCP's sharded layout, on every rank.
 
-    Args:
-        directory: Where checkpoints are written (created on the first write).
-        checkpoint_name: The directory-name prefix.
-        on_written: Called on rank 0 with the path of each checkpoint once it is durable.
-        resume_from: Returns the checkpoint a rerun would resume from, or None; named in
-            the message of a failed write.
-        enable_async: Write on a background thread. Defaults to False.
-        version: The torchgarden version recorded in meta.json. Defaults to the
-            installed package version.
+    Args: as for :class:`~torchgarden.checkpoint._background.WriterBase`.
     """
 
-    def __init__(
-        self,
-        directory: str,
-        checkpoint_name: str,
-        *,
-        on_written: Callable[[str], None],
-        resume_from: Callable[[], str | None],
-        enable_async: bool = False,
-        version: str | None = None,
-    ) -> None:
-        self._directory = directory
-        self._name = checkpoint_name
-        self._on_written = on_written
-        self._resume_from = resume_from
-        self._enable_async = enable_async
-        self._version = version
+    _THREAD_NAME = "dcp-writer"
+
+    def __init__(self, directory: str, checkpoint_name: str, **kwargs: Any) -> None:
+        super().__init__(directory, checkpoint_name, **kwargs)
         self._group: Any = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending: Future[str | None] | None = None
 
     def write(self, number: int, state: dict[str, Any], *, config: Any, extra: Any) -> str:
         """Writes this rank's ``state`` as part of checkpoint ``number`` (every rank calls it).
@@ -88,7 +63,7 @@ class DcpWriter:
         self.sync()
         group = self._process_group()
         temp = self._temp_directory(number, group)
-        final = os.path.join(self._directory, f"{self._name}-{number}")
+        final = os.path.join(self._directory, f"{self._checkpoint_name}-{number}")
         alone = _ranks.process_rank()[1] == 1
         if not self._enable_async:
             with _dcp_io.single_process_quietly(alone):
@@ -104,10 +79,7 @@ class DcpWriter:
                                     process_group=group, no_dist=alone)
 
         failure = _failure(start)
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dcp-writer")
-        self._pending = self._executor.submit(self._finish, future, failure, number, temp,
-                                              config, extra, group)
+        self._later(self._finish, future, failure, number, temp, config, extra, group)
         return final
 
     def _finish(self, future: Any, failure: BaseException | None, number: int, temp: str,
@@ -126,7 +98,7 @@ class DcpWriter:
         temp = None
         if _ranks.process_rank()[0] == 0:
             os.makedirs(self._directory, exist_ok=True)
-            temp = os.path.join(self._directory, f".{self._name}-{number}.tmp-{os.getpid()}-"
+            temp = os.path.join(self._directory, f".{self._checkpoint_name}-{number}.tmp-{os.getpid()}-"
                                 f"{secrets.token_hex(4)}")
             with _storage._ACTIVE_LOCK:  # Never removed as stale while this process writes.
                 _storage._ACTIVE_TEMP_DIRS.add(temp)
@@ -157,54 +129,25 @@ class DcpWriter:
             if outcome is not None:
                 shutil.rmtree(temp, ignore_errors=True)
         outcome = _ranks.broadcast(outcome, group)
-        final = os.path.join(self._directory, f"{self._name}-{number}")
+        final = os.path.join(self._directory, f"{self._checkpoint_name}-{number}")
         if outcome is not None:
-            latest = self._resume_from()
-            raise CheckpointWriteError(
-                f"could not write checkpoint {self._name}-{number} in {self._directory!r}: "
-                f"{outcome}; the checkpoints already there are intact: fix the cause, then "
-                f"rerun to resume from {os.path.basename(latest) if latest else 'the start'}."
-            )
+            raise self._write_error(number, outcome, "fix the cause")
         return final
 
     def _rename(self, number: int, temp: str, files: dict[str, Any], config: Any,
                 extra: Any) -> None:
         if _dcp_io.METADATA_FILE not in files:
             raise OSError(f"DCP wrote no {_dcp_io.METADATA_FILE}")
-        meta = {
-            "format_version": _storage.FORMAT_VERSION,
-            "format": _dcp_io.FORMAT,
-            "step": number,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "world_size": _ranks.process_rank()[1],
-            "files": files,
-            "config": config,
-            "torchgarden": self._version if self._version is not None else _package_version(),
-            "extra": extra,
-        }
+        meta = manifest(number, files, config=config, extra=extra, version=self.version,
+                        format=_dcp_io.FORMAT, world_size=_ranks.process_rank()[1])
         atomic_write_json(os.path.join(temp, _storage.META_FILE), meta)
         fsync_dir(temp)
-        final = os.path.join(self._directory, f"{self._name}-{number}")
+        final = os.path.join(self._directory, f"{self._checkpoint_name}-{number}")
         if os.path.exists(final):
             raise FileExistsError(f"{final!r} was written by someone else meanwhile")
         os.rename(temp, final)
         fsync_dir(self._directory)
         self._on_written(final)
-
-    def sync(self) -> None:
-        """Waits for the pending asynchronous save (every rank); re-raises its error."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
-    def close(self) -> None:
-        """Waits for a pending save and stops the background thread."""
-        try:
-            self.sync()
-        finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
 
 
 def _failure(action: Callable[[], Any]) -> BaseException | None:

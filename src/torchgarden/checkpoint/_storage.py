@@ -13,7 +13,6 @@ meta.json records ``"xxh3_128"``; older checkpoints record ``"sha256"``, still v
 
 from __future__ import annotations
 
-import datetime
 import errno
 import hashlib
 import json
@@ -29,6 +28,8 @@ from typing import Any
 import torch
 import xxhash
 
+from torchgarden.checkpoint import _background
+from torchgarden.checkpoint._background import FORMAT_VERSION
 from torchgarden.checkpoint._direct import DirectFile, direct_io_available
 from torchgarden.checkpoint.errors import (
     CheckpointFormatError,
@@ -39,7 +40,6 @@ from torchgarden.utils.files import atomic_write_json as atomic_write_json  # fo
 from torchgarden.utils.files import fsync_dir
 from torchgarden.utils.processes import pid_alive
 
-FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 META_FILE = "meta.json"
 _CHUNK = 16 << 20  # Read and write buffer: large sequential I/O.
@@ -365,15 +365,8 @@ def write_checkpoint(
     try:
         os.makedirs(temp)
         state_file = _save_hashed(state, os.path.join(temp, STATE_FILE))
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "step": number,
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "files": {STATE_FILE: state_file},
-            "config": config,
-            "torchgarden": version,
-            "extra": extra,
-        }
+        meta = _background.manifest(number, {STATE_FILE: state_file}, config=config, extra=extra,
+                                    version=version)
         with open(os.path.join(temp, META_FILE), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2, default=str)
             f.write("\n")

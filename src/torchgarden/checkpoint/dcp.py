@@ -36,10 +36,10 @@ from typing import Any
 from torch import nn
 
 from torchgarden.checkpoint import _dcp_io, _ranks, _storage
+from torchgarden.checkpoint._background import package_version
 from torchgarden.checkpoint._dcp_io import FORMAT, METADATA_FILE
 from torchgarden.checkpoint._dcp_writer import DcpWriter
 from torchgarden.checkpoint._host import to_host
-from torchgarden.checkpoint._writer import _package_version
 from torchgarden.checkpoint.errors import (
     CheckpointMismatchError,
     CorruptCheckpointError,
@@ -257,4 +257,4 @@ def convert_to_single(path: str | os.PathLike[str], output_dir: str | os.PathLik
     extra = {**(meta.get("extra") or {}), "converted_from": path}
     return _storage.write_checkpoint(
         os.fspath(output_dir), name, number, read_full_state(path),
-        config=meta.get("config"), extra=extra, version=_package_version())
+        config=meta.get("config"), extra=extra, version=package_version())
