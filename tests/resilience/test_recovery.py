@@ -224,10 +224,16 @@ def test_without_a_checkpoint_recovery_rolls_back_to_the_initial_state(tmp_path,
     assert all(torch.isfinite(v).all() for v in state["model"].values())
 
 
-def test_nan_weights_are_never_saved_even_with_recovery_off(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_nan_weights_are_never_saved_even_with_recovery_off(
+    tmp_path, monkeypatch, capsys, asynchronous
+):
     poison(monkeypatch, at=13)
     model_dir = str(tmp_path / "run")
-    assert run_in_process(toy_args(model_dir, "trainer.recovery_max_trials=-1")) == 3
+    recovery = "trainer.recovery_max_trials=-1"
+    if asynchronous:  # Refused on the writer thread, reported by the next save.
+        recovery += ",trainer.enable_async_checkpointing=true"
+    assert run_in_process(toy_args(model_dir, recovery)) == 3
     line = diverged(capsys)
     assert "not saving ckpt-15: model['weight'] is NaN or inf" in line
     assert "the last finite checkpoint ckpt-10 is intact" in line

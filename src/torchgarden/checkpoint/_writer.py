@@ -9,6 +9,7 @@ is intact and how to resume.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 from torchgarden.checkpoint import _storage
@@ -82,10 +83,21 @@ class CheckpointWriter(WriterBase):
         *,
         config: dict[str, Any] | None,
         extra: dict[str, Any] | None,
+        check: Callable[[], None] | None = None,
     ) -> None:
-        """Starts :meth:`write` on the background thread after the previous write finished."""
+        """Starts :meth:`write` on the background thread after the previous write finished.
+
+        ``check``, if given, runs on that thread first; what it raises stops the write
+        and is re-raised by the next ``save``, ``sync`` or ``close``.
+        """
         self.sync()
-        self._later(self.write, number, state, config=config, extra=extra)
+
+        def checked_write() -> None:
+            if check is not None:
+                check()
+            self.write(number, state, config=config, extra=extra)
+
+        self._later(checked_write)
 
     def _reason(self, error: BaseException) -> str:
         if isinstance(error, OSError) and error.strerror:

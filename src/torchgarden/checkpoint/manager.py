@@ -229,6 +229,8 @@ class CheckpointManager:
             CheckpointWriteError: The disk is full or the write failed; nothing is left
                 half-written and older checkpoints are untouched (with ``enable_async``,
                 raised by the next ``save``, ``sync`` or ``close``).
+            NonFiniteCheckpointError: A model parameter holds NaN or inf; nothing is
+                written (with ``enable_async``, raised like a failed write).
         """
         number = int(checkpoint_number)
         if number < 0:
@@ -257,15 +259,19 @@ class CheckpointManager:
         if rank != 0:
             self._last_saved_number = number
             return None
-        selection.refuse_nonfinite(items, state, name, lambda: self.latest_checkpoint)
-        state = self._writer.to_host(state)
         if not self._enable_async:
-            written = self._writer.write(number, state, config=config, extra=extra)
+            selection.refuse_nonfinite(items, state, name, lambda: self.latest_checkpoint)
+            written = self._writer.write(number, self._writer.to_host(state), config=config,
+                                         extra=extra)
             self._last_saved_number = number
             return written
         # The write happens later; like TF, the interval counts from the submitted save.
+        # The finite check reads the host copy on the writer thread, out of the step's
+        # stall (it cost as much as a third of it); a refusal is raised like a failed write.
+        host = self._writer.to_host(state)
         self._last_saved_number = number
-        self._writer.submit(number, state, config=config, extra=extra)
+        self._writer.submit(number, host, config=config, extra=extra, check=lambda: (
+            selection.refuse_nonfinite(items, host, name, lambda: self.latest_checkpoint)))
         return self._path(number)
 
     def _save_due(self, number: int, check_interval: bool) -> bool:

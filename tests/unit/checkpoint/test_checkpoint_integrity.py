@@ -16,6 +16,7 @@ from torchgarden.checkpoint import (
     CheckpointManager,
     CheckpointMismatchError,
     CorruptCheckpointError,
+    NonFiniteCheckpointError,
     UnsafeCheckpointError,
     latest_checkpoint,
 )
@@ -149,3 +150,20 @@ def test_nonfinite_parameter_names_nan_and_inf_but_not_a_sum_that_overflows(dtyp
         assert nonfinite_parameter(items, state) == "model['1.bias']"
     state["model"]["0.bias"][0] = float("nan")  # The first one in parameter order is named.
     assert nonfinite_parameter(items, state) == "model['0.bias']"
+
+
+@pytest.mark.parametrize("enable_async", [False, True])
+def test_a_state_with_nan_weights_is_never_written(tmp_path, model_factory, enable_async):
+    model = model_factory()
+    manager = CheckpointManager(Checkpoint(model=model), tmp_path, enable_async=enable_async)
+    first = manager.save(1)
+    with torch.no_grad():
+        model[2].weight[0, 0] = float("nan")
+    expected = r"not saving ckpt-2: model\['2\.weight'\] is NaN or inf.*ckpt-1 is intact"
+    with pytest.raises(NonFiniteCheckpointError, match=expected):
+        manager.save(2)  # Async: the writer thread refuses; the next sync reports it.
+        manager.sync()
+    manager.sync()  # Reported once.
+    assert manager.checkpoints == [first]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-1"]
+    manager.close()
