@@ -64,16 +64,13 @@ class DataIterator:
         self._iterator: Iterator[Any] | None = None
         self._exhausted = False
         self._skipped: set[tuple[int, int]] = set()
-        # The loader's iterator adds to this clock. It must not refer back to this object:
-        # a reference cycle would leave a worker pool to the garbage collector, whose
-        # shutdown of half-collected queues waits 5 s per worker.
-        self._clock = _Clock()
+        self._wait_seconds = 0.0
 
     @property
     def wait_seconds(self) -> float:
         """Seconds spent waiting for the loader's batches so far (host clock): the input
         pipeline's share of a train loop (``throughput/data_wait_fraction``)."""
-        return self._clock.seconds
+        return self._wait_seconds
 
     @property
     def epoch(self) -> int:
@@ -100,18 +97,24 @@ class DataIterator:
         return self
 
     def __next__(self) -> Any:
+        # One frame per batch on top of the loader's own: this runs every step.
         while True:
-            if self._iterator is None:
-                if self._exhausted:
-                    raise StopIteration
-                self._iterator = self._begin_pass()
+            start = time.perf_counter()
             try:
-                batch = next(self._iterator)
-            except StopIteration:
-                batch = self._next_epoch_first_batch()
-            position = (self._epoch, self._batches_in_epoch)
-            self._batches_in_epoch += 1
-            if position not in self._skipped:
+                iterator = self._iterator
+                if iterator is None:
+                    if self._exhausted:
+                        raise StopIteration
+                    iterator = self._iterator = self._begin_pass()
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    batch = self._next_epoch_first_batch()
+            finally:
+                self._wait_seconds += time.perf_counter() - start
+            index = self._batches_in_epoch
+            self._batches_in_epoch = index + 1
+            if not self._skipped or (self._epoch, index) not in self._skipped:
                 return batch
 
     def skip(self, positions: Iterable[tuple[int, int]]) -> None:
@@ -167,20 +170,20 @@ class DataIterator:
             if skip:
                 # Resume without loading: the sampler drops the consumed samples.
                 self._sampler.set_start(min(skip * self._batch_size, len(self._sampler)))
-            return _Timed(iter(self.loader), self._clock)
+            return iter(self.loader)
         self._set_epoch_if_possible()
         if self._stateful:
             if self._loader_state is not None:
                 self.loader.load_state_dict(self._loader_state)  # type: ignore[attr-defined]
                 self._loader_state = None
-            return _Timed(iter(self.loader), self._clock)
+            return iter(self.loader)
         iterator = iter(self.loader)
         for _ in range(skip):
             try:
                 next(iterator)
             except StopIteration:
                 break
-        return _Timed(iterator, self._clock)
+        return iterator
 
     def _set_epoch_if_possible(self) -> None:
         owners = (self.loader, getattr(self.loader, "sampler", None),
@@ -202,7 +205,7 @@ class DataIterator:
             return
         if self._stateful and self._loader_state is None:
             self._loader_state = self.loader.state_dict()  # type: ignore[attr-defined]
-        self._iterator.shutdown()
+        _shutdown_workers(self._iterator)
         self._iterator = None
 
     def reset(self) -> None:
@@ -296,38 +299,11 @@ def _world_size() -> int:
     return 1
 
 
-class _Clock:
-    """Seconds waited for batches."""
+def _shutdown_workers(iterator: Iterator[Any]) -> None:
+    """Ends a loader iterator's worker processes (torch's own shutdown), unless they persist.
 
-    __slots__ = ("seconds",)
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-
-class _Timed:
-    """A loader's iterator that adds the time each batch took to ``clock.seconds``."""
-
-    __slots__ = ("_clock", "_iterator")
-
-    def __init__(self, iterator: Iterator[Any], clock: _Clock) -> None:
-        self._iterator, self._clock = iterator, clock
-
-    def __iter__(self) -> _Timed:
-        return self
-
-    def shutdown(self) -> None:
-        """Ends the loader's worker processes (torch's own shutdown), unless they persist.
-
-        A ``StatefulDataLoader`` keeps its last iterator, so dropping ours is not enough.
-        """
-        shutdown = getattr(self._iterator, "_shutdown_workers", None)
-        if callable(shutdown) and not getattr(self._iterator, "_persistent_workers", False):
-            shutdown()
-
-    def __next__(self) -> Any:
-        start = time.perf_counter()
-        try:
-            return next(self._iterator)
-        finally:
-            self._clock.seconds += time.perf_counter() - start
+    A ``StatefulDataLoader`` keeps its last iterator, so dropping ours is not enough.
+    """
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if callable(shutdown) and not getattr(iterator, "_persistent_workers", False):
+        shutdown()

@@ -101,7 +101,7 @@ class ArrayLoader:
         # One split per epoch gives every batch's index view; index_select gathers the
         # same values as t[index] at half the dispatch cost.
         for index in order[:stop].split(size):
-            batch = tuple(t.index_select(0, index) for t in tensors)
+            batch = tuple([t.index_select(0, index) for t in tensors])
             if pin:
                 batch = tuple(t.pin_memory() for t in batch)
             yield batch
