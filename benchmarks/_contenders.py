@@ -42,6 +42,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 __all__ = [
     "COMPILE_WARMUP_STEPS",
+    "continued_pair",
     "hand_written_compiled",
     "STEPS_PER_LOOP",
     "hand_written",
@@ -401,3 +402,37 @@ def lightning_contender(workload: Workload, *, matched: bool, device: str = "cpu
             shutil.rmtree(root, ignore_errors=True)
 
     return run
+
+
+def continued_pair(
+    workload: Workload, device: str = "cpu", fused: bool | None = None
+) -> dict[str, Any]:
+    """(a*) and (b) built once each and trained on in chunks: ``{label: train(n)}``.
+
+    For :func:`_common.paired_chunks`: both keep their model, optimizer, data position
+    and (for (b)) Trainer and Controller from chunk to chunk, so set-up cancels without
+    a long-minus-short subtraction, and the two share the process' heap and caches.
+    """
+    torch.set_flush_denormal(True)
+    model = workload.build_model().to(device)
+    optimizer = workload.torch_optimizer(
+        model.parameters(), **({} if fused is None else {"fused": fused}))
+    batches = _batches(workload, device)
+    loss_fn = workload.loss
+
+    def hand(num_steps: int) -> None:
+        for _ in range(num_steps):
+            x, y = next(batches)
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    with quiet():
+        trainer, controller = _trainer_and_controller(workload, 10**9, device, fused)
+
+    def framework(num_steps: int) -> None:
+        with quiet():
+            controller.train(steps=trainer.global_step.value + num_steps)
+
+    return {"(a*) hand-written, tuned": hand, "(b) torchgarden defaults": framework}

@@ -80,8 +80,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                                workload.labels[:workload.batch_size])
     print(f"\nsingle-thread sgemm: {peak:.1f} GFLOP/s; one step: {flops / 1e6:.2f} MFLOP "
           "(forward + backward matmuls)")
-    return _common.report_rates(per_step, clock, args.repeats, reference=A_STAR,
-                                flops=flops, peak=peak)
+    rates = _common.report_rates(per_step, clock, args.repeats, reference=A_STAR,
+                                 flops=flops, peak=peak)
+    if args.paired_rounds:
+        rates["(b) - (a*) built once, µs"] = _common.report_paired(
+            c.continued_pair(workload, args.device), args, clock)
+    return rates
 
 
 if __name__ == "__main__":

@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         print(f"\n(c) / (c-) - 1, paired per repeat: {', '.join(f'{d:+.1%}' for d in paired)}; "
               f"median {change:+.2%}: metrics.jsonl and throughput {verdict} the target of "
               "<= +2% of the loop's time (issue 12).")
+    if args.paired_rounds:
+        us["(b) - (a*) built once"] = _common.report_paired(
+            c.continued_pair(tiny_linear(), args.device), args, clock)
     return us
 
 
