@@ -112,26 +112,32 @@ def hand_written_tuned(
 ) -> Contender:
     """(a*) A hand-written loop with torchgarden's data path and denormal setting, and
     torch's default optimizer kernel (``fused=True``: the fused one)."""
-    kernel = {} if fused is None else {"fused": fused}
 
     def run(num_steps: int) -> Timing:
-        torch.set_flush_denormal(True)
-        model = workload.build_model().to(device)
-        optimizer = workload.torch_optimizer(model.parameters(), **kernel)
-        batches = _batches(workload, device)
-        loss_fn = workload.loss
-
-        def train() -> None:
-            for _ in range(num_steps):
-                x, y = next(batches)
-                loss = loss_fn(model(x), y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-
-        return timed(train, device)
+        train = _tuned_loop(workload, device, fused)
+        return timed(lambda: train(num_steps), device)
 
     return run
+
+
+def _tuned_loop(workload: Workload, device: str, fused: bool | None) -> Any:
+    """The (a*) loop on fresh seeded objects: ``train(num_steps)`` continues it."""
+    torch.set_flush_denormal(True)
+    model = workload.build_model().to(device)
+    optimizer = workload.torch_optimizer(
+        model.parameters(), **({} if fused is None else {"fused": fused}))
+    batches = _batches(workload, device)
+    loss_fn = workload.loss
+
+    def train(num_steps: int) -> None:
+        for _ in range(num_steps):
+            x, y = next(batches)
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    return train
 
 
 def hand_written_compiled(
@@ -413,21 +419,7 @@ def continued_pair(
     and (for (b)) Trainer and Controller from chunk to chunk, so set-up cancels without
     a long-minus-short subtraction, and the two share the process' heap and caches.
     """
-    torch.set_flush_denormal(True)
-    model = workload.build_model().to(device)
-    optimizer = workload.torch_optimizer(
-        model.parameters(), **({} if fused is None else {"fused": fused}))
-    batches = _batches(workload, device)
-    loss_fn = workload.loss
-
-    def hand(num_steps: int) -> None:
-        for _ in range(num_steps):
-            x, y = next(batches)
-            loss = loss_fn(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-
+    hand = _tuned_loop(workload, device, fused)
     with quiet():
         trainer, controller = _trainer_and_controller(workload, 10**9, device, fused)
 

@@ -116,13 +116,9 @@ class CheckpointManager:
         self._format = checkpoint_format
         writer = dcp.DcpWriter if checkpoint_format == dcp.FORMAT else CheckpointWriter
         self._writer: Any = writer(
-            self._directory,
-            checkpoint_name,
-            on_written=self._on_written,
-            resume_from=lambda: self.latest_checkpoint,
-            enable_async=enable_async,
-            version=version,
-        )
+            self._directory, checkpoint_name, on_written=self._on_written,
+            resume_from=lambda: self.latest_checkpoint, enable_async=enable_async,
+            version=version)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -265,9 +261,8 @@ class CheckpointManager:
                                          extra=extra)
             self._last_saved_number = number
             return written
-        # The write happens later; like TF, the interval counts from the submitted save.
-        # The finite check reads the host copy on the writer thread, out of the step's
-        # stall (it cost as much as a third of it); a refusal is raised like a failed write.
+        # Written later (like TF, the interval counts from the submitted save); the finite
+        # check reads the host copy on the writer thread, out of the training stall.
         host = self._writer.to_host(state)
         self._last_saved_number = number
         self._writer.submit(number, host, config=config, extra=extra, check=lambda: (
