@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
 import sys
 import tempfile
-import time
+from collections.abc import Callable
+from typing import Any
 
 import _common
 import _contenders as c
@@ -51,6 +51,18 @@ def _controller(model_dir: str, observe: bool) -> object:
     )
 
 
+def _chunks(controller: Any) -> Callable[[int], None]:
+    """``train(n)``: ``n`` more steps of ``controller``, no final checkpoint."""
+    done = 0
+
+    def train(num_steps: int) -> None:
+        nonlocal done
+        done += num_steps
+        controller.train(steps=done, checkpoint_at_completion=False)
+
+    return train
+
+
 def _lines(path: str) -> int:
     if not os.path.exists(path):
         return 0
@@ -69,24 +81,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     _common.print_header("metrics.jsonl + throughput: on vs off, tiny workload",
                          "observability_overhead.py", argv)
     dirs = {name: tempfile.mkdtemp(prefix="tg-obs-") for name in (ON, OFF)}
-    order = random.Random(args.seed)
-    times: dict[str, dict[str, list[float]]] = {n: {"cpu": [], "wall": []} for n in dirs}
     try:
         with _common.quiet():
-            controllers = {name: _controller(d, name == ON) for name, d in dirs.items()}
-            steps = dict.fromkeys(controllers, 0)
-            for name, controller in controllers.items():  # Warm-up, untimed.
-                steps[name] += 2 * c.STEPS_PER_LOOP
-                controller.train(steps=steps[name], checkpoint_at_completion=False)
-            for _ in range(args.rounds):
-                names = list(controllers)
-                order.shuffle(names)
-                for name in names:
-                    steps[name] += args.chunk
-                    cpu, wall = time.process_time(), time.perf_counter()
-                    controllers[name].train(steps=steps[name], checkpoint_at_completion=False)
-                    times[name]["cpu"].append((time.process_time() - cpu) / args.chunk)
-                    times[name]["wall"].append((time.perf_counter() - wall) / args.chunk)
+            runners = {name: _chunks(_controller(d, name == ON)) for name, d in dirs.items()}
+            times = _common.paired_chunks(runners, chunk=args.chunk, rounds=args.rounds,
+                                          seed=args.seed)
         written = {name: _lines(os.path.join(d, "metrics.jsonl")) for name, d in dirs.items()}
     finally:
         for directory in dirs.values():

@@ -261,8 +261,7 @@ class CheckpointManager:
                                          extra=extra)
             self._last_saved_number = number
             return written
-        # Written later (like TF, the interval counts from the submitted save); the finite
-        # check reads the host copy on the writer thread, out of the training stall.
+        # Like TF, the interval counts from the submitted save; the writer checks the copy.
         host = self._writer.to_host(state)
         self._last_saved_number = number
         self._writer.submit(number, host, config=config, extra=extra, check=lambda: (
