@@ -88,6 +88,20 @@ class DcpWriter(WriterBase):
             failure = _failure(future.result)
         return self._publish(number, temp, failure, config, extra, group)
 
+    def close(self) -> None:
+        """Waits for a pending write, stops the writer thread and releases the gloo group.
+
+        A gloo group's threads end only when its last reference goes: left to the
+        interpreter's exit, that can happen while the process is being torn down, which
+        aborts it (seen as SIGABRT after a clean preemption). Every rank closes its writer.
+        """
+        try:
+            super().close()
+        finally:
+            group, self._group = self._group, None
+            if group is not None and dist.is_initialized():
+                dist.destroy_process_group(group)  # Local for gloo: no peer waits on it.
+
     def _process_group(self) -> Any:
         """A gloo group for the publishing collectives (and async DCP), made once."""
         if self._group is None and _ranks.process_rank()[1] > 1:

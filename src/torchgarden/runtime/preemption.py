@@ -106,7 +106,12 @@ class PreemptionWatcher:
         self.uninstall()
 
     def agreed(self) -> bool:
-        """The flag OR-reduced over all ranks (one small all-reduce when distributed)."""
+        """The flag OR-reduced over all ranks (one small all-reduce when distributed).
+
+        Every rank gets the same answer. A signal that arrives while the all-reduce runs
+        (the handler runs once it returns) is not in this answer; it stays set and is in
+        the next one, at the next loop boundary.
+        """
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
@@ -120,5 +125,7 @@ class PreemptionWatcher:
             )
             flag = torch.tensor([1 if self.requested else 0], device=device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            self.requested = bool(flag.item())  # Host sync: once per loop.
+            agreed = bool(flag.item())  # Host sync: once per loop.
+            self.requested = self.requested or agreed  # Never clears a flag just raised.
+            return agreed
         return self.requested

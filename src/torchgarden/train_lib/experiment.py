@@ -270,6 +270,7 @@ def _run(
             eval_logs = _run_mode(controller, trainer, params, mode)
     finally:
         trainer.close()  # Loader workers end now, not whenever the collector runs.
+        checkpoint_manager.close()  # Its writer thread and (DCP) gloo group too.
     num_params = sum(p.numel() for p in trainer.unwrapped_model.parameters())
     _logger.info("Number of parameters in model: %.6f Millions.", num_params / 1e6)
     # Unlike Model Garden, train_and_eval's final in-loop evaluation (at train_steps) is
