@@ -323,6 +323,22 @@ def _load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     return state
 
 
+def remove_checkpoint(path: str) -> None:
+    """Deletes a checkpoint directory so that no reader ever sees it half deleted.
+
+    It is renamed first, to a hidden name that :func:`clean_stale_temp_dirs` recognises
+    (should this process die before the delete ends): a concurrent reader (an evaluator
+    following the directory) then finds the whole checkpoint or none of it.
+    """
+    head, tail = os.path.split(path)
+    hidden = os.path.join(head, f".{tail}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        os.rename(path, hidden)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(hidden, ignore_errors=True)
+
+
 def clean_stale_temp_dirs(directory: str, name: str) -> None:
     """Removes ``.<name>-<N>.tmp-<pid>-*`` dirs left by crashed saves (not live ones)."""
     pattern = re.compile(rf"^\.{re.escape(name)}-\d+\.tmp-(\d+)-[0-9a-f]+$")

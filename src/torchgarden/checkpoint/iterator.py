@@ -69,8 +69,13 @@ def checkpoints_iterator(
         found = _wait_for_new(directory, checkpoint_name, last_number, deadline, poll_interval)
         if found is None:
             if timeout_fn is None or timeout_fn():
-                return
-            continue
+                # The writer may have saved its last checkpoint just after the scan above
+                # and then signalled the end: one more scan, so it is never missed.
+                found = _wait_for_new(directory, checkpoint_name, last_number, 0.0, 0.0)
+                if found is None:
+                    return
+            else:
+                continue
         started = time.monotonic()
         last_number = found[0]
         yield found[1]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -300,7 +299,7 @@ class CheckpointManager:
                 break
             if path == keep:  # the checkpoint just written (and verified by hashing) stays
                 continue
-            shutil.rmtree(path, ignore_errors=True)
+            _storage.remove_checkpoint(path)  # Readers see all of it or nothing.
             excess -= 1
 
     def sync(self) -> None:

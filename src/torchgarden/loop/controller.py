@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from torchgarden.checkpoint import checkpoints_iterator
+from torchgarden.checkpoint import CheckpointError, checkpoints_iterator
 from torchgarden.loop.arguments import check_arguments
 from torchgarden.loop.logs import format_output, to_host
 from torchgarden.loop.monitor import LoopMonitor
@@ -153,10 +154,8 @@ class Controller:
 
     def _require(self, attr: str, method: str) -> None:
         if getattr(self, attr, None) is None:
-            raise ValueError(
-                f"`{attr}` is not set. Pass `{attr}` to `Controller.__init__` before calling "
-                f"`{method}()`."
-            )
+            raise ValueError(f"`{attr}` is not set. Pass `{attr}` to `Controller.__init__` "
+                             f"before calling `{method}()`.")
 
     def _callbacks(self, hook: str, *args: Any) -> None:
         for callback in self.callbacks:
@@ -247,11 +246,9 @@ class Controller:
         self._callbacks("on_train_end", self._current_step())
 
     def _loop_length(self, current: int) -> int:
-        spl = self._steps_per_loop
-        if callable(spl):
-            return self.monitor.loop_length(current, int(spl(current)))
-        # Back onto the grid after a partial loop.
-        return self.monitor.loop_length(current, int(spl) - current % int(spl))
+        spl = self._steps_per_loop  # An int: back onto its grid after a partial loop.
+        length = int(spl(current)) if callable(spl) else int(spl) - current % int(spl)
+        return self.monitor.loop_length(current, length)
 
     def _train_n_steps(self, num_steps: int) -> Logs:
         current = self._current_step()
@@ -303,10 +300,8 @@ class Controller:
         if steps != -1 and steps <= 0:
             raise ValueError(f"evaluate(steps={steps}): steps must be positive or exactly -1.")
         current = self._current_step()
-        if steps > 0:
-            self._log(f" eval | step: {current: 6d} | running {steps} steps of evaluation...")
-        else:
-            self._log(f" eval | step: {current: 6d} | running complete evaluation...")
+        what = f"running {steps} steps of evaluation" if steps > 0 else "running complete evaluation"
+        self._log(f" eval | step: {current: 6d} | {what}...")
         self._callbacks("on_eval_begin", current)
         start = time.perf_counter()
         eval_output = self.evaluator.evaluate(steps) or {}  # type: ignore[union-attr]
@@ -318,10 +313,8 @@ class Controller:
         if steps > 0:
             output["steps_per_second"] = steps / elapsed if elapsed > 0 else math.inf
             rate = f"steps/sec: {output['steps_per_second']: 6.1f} | "
-        self._log(
-            f" eval | step: {current: 6d} | {rate}eval time: {elapsed: 6.1f} sec | "
-            f"output: {format_output(output)}"
-        )
+        self._log(f" eval | step: {current: 6d} | {rate}eval time: {elapsed: 6.1f} sec | "
+                  f"output: {format_output(output)}")
         self._write(self.eval_summary_manager, output, current)
         self._callbacks("on_eval_end", current, output)
         return output
@@ -377,7 +370,8 @@ class Controller:
         timeout: float | None = None,
         timeout_fn: Callable[[], bool] | None = None,
     ) -> Logs:
-        """Evaluates every new checkpoint as it appears (never a half-written one).
+        """Evaluates every new checkpoint as it appears (never a half-written one); one the
+        trainer's ``max_to_keep`` deletes before it is read is skipped with a log line.
 
         Args:
             steps: Eval steps per checkpoint (-1: whole dataset).
@@ -390,7 +384,13 @@ class Controller:
         for path in checkpoints_iterator(
             self.checkpoint_manager.directory, timeout=timeout, timeout_fn=timeout_fn,
         ):
-            self.restore_checkpoint(path)
+            try:
+                self.restore_checkpoint(path)
+            except (OSError, CheckpointError):
+                if os.path.isdir(path):  # Damaged, not deleted: that is an error.
+                    raise
+                self._log(f"{path} was deleted (max_to_keep) before it was read; skipped.")
+                continue
             output = self.evaluate(steps)
         return output
 
