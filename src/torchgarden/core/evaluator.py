@@ -93,6 +93,8 @@ class Evaluator:
         self._ema = ema
         self._checkpoint_exporter = checkpoint_exporter
         self._move_inputs = make_batch_mover(device)
+        # Loaders yield CPU batches: for a CPU model there is nothing to move (or call).
+        self._batches_in_place = torch.device(device).type == "cpu"
         self._global_step = global_step if global_step is not None else GlobalStep()
         self._eval_data = eval_data
         self._eval_sets = _eval_sets(eval_data, eval_metrics, device)

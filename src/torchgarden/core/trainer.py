@@ -251,7 +251,8 @@ class Trainer(Evaluator):
 
     def next_train_inputs(self, iterator: Iterator[Any]) -> Any:
         """Returns the next batch, on the model's device."""
-        return self._move_inputs(next(iterator))
+        batch = next(iterator)
+        return batch if self._batches_in_place else self._move_inputs(batch)
 
     def train_step(self, iterator: Iterator[Any]) -> None:
         """One global step: the scheduled LR, ``step_fn`` on the next batch, the loss meter,

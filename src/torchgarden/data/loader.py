@@ -100,8 +100,12 @@ class ArrayLoader:
             return
         # One split per epoch gives every batch's index view; index_select gathers the
         # same values as t[index] at half the dispatch cost.
+        pair = tensors if len(tensors) == 2 else None  # (features, labels): no inner loop.
         for index in order[:stop].split(size):
-            batch = tuple([t.index_select(0, index) for t in tensors])
+            if pair is not None:
+                batch = (pair[0].index_select(0, index), pair[1].index_select(0, index))
+            else:
+                batch = tuple([t.index_select(0, index) for t in tensors])
             if pin:
                 batch = tuple(t.pin_memory() for t in batch)
             yield batch

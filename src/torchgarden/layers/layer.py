@@ -106,9 +106,10 @@ def _accepts_training(forward: Callable[..., Any]) -> bool:
     )
 
 
-_LAYER_CACHE: weakref.WeakKeyDictionary[nn.Module, tuple[Layer, ...]] = (
-    weakref.WeakKeyDictionary()
-)
+#: The ``Layer`` submodules of each model seen, by ``id(model)``; an entry is dropped when
+#: its model is collected. A plain dict: a ``WeakKeyDictionary`` lookup is a Python call
+#: and a new weak reference on every step.
+_LAYER_CACHE: dict[int, tuple[Layer, ...]] = {}
 
 
 def model_losses(model: nn.Module) -> list[torch.Tensor]:
@@ -117,11 +118,11 @@ def model_losses(model: nn.Module) -> list[torch.Tensor]:
     The set of ``Layer`` submodules is found once per model and cached, so a model
     without any ``Layer`` costs one dictionary lookup per step.
     """
-    try:
-        layers = _LAYER_CACHE[model]
-    except KeyError:
-        layers = tuple(m for m in model.modules() if isinstance(m, Layer))
-        _LAYER_CACHE[model] = layers
+    layers = _LAYER_CACHE.get(id(model))
+    if layers is None:
+        layers = _LAYER_CACHE[id(model)] = tuple(
+            m for m in model.modules() if isinstance(m, Layer))
+        weakref.finalize(model, _LAYER_CACHE.pop, id(model), None)
     if not layers:
         return []
     return [loss for layer in layers for loss in layer._aux_losses]
