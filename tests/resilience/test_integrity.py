@@ -31,7 +31,6 @@ from torchgarden.checkpoint import (
     _storage,
 )
 from torchgarden.checkpoint import iterator as iterator_module
-from torchgarden.checkpoint import manager as manager_module
 from torchgarden.core import GlobalStep
 from torchgarden.loop import Controller
 
@@ -199,19 +198,19 @@ def test_old_checkpoints_are_deleted_only_after_a_newer_one_is_durable(tmp_path,
     manager = CheckpointManager(Checkpoint(model=torch.nn.Linear(2, 2), global_step=step),
                                 directory, max_to_keep=2)
     events: list[tuple[str, str]] = []
-    real_fsync_dir, real_rmtree = _storage.fsync_dir, shutil.rmtree
+    real_fsync_dir, real_remove = _storage.fsync_dir, _storage.remove_checkpoint
 
     def fsync_dir(path):
         real_fsync_dir(path)
         if os.path.normpath(path) == os.path.normpath(directory):
             events.append(("durable", ",".join(checkpoint_dirs(directory))))
 
-    def rmtree(path, *args, **kwargs):
+    def remove_checkpoint(path):
         events.append(("delete", os.path.basename(path)))
-        return real_rmtree(path, *args, **kwargs)
+        return real_remove(path)
 
     monkeypatch.setattr(_storage, "fsync_dir", fsync_dir)
-    monkeypatch.setattr(manager_module.shutil, "rmtree", rmtree)
+    monkeypatch.setattr(_storage, "remove_checkpoint", remove_checkpoint)
     for number in (1, 2, 3, 4):
         manager.save(number)
 

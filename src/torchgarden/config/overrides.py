@@ -92,8 +92,10 @@ def _load_text(text: str, *, source: str) -> Any:
             loader.dispose()
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = error.problem or error.context or "invalid YAML"
+        if "nesting depth" in problem:  # PyYAML >= 6.0.4 scans ahead and stops first.
+            raise _too_deep(source, mark.line + 1 if mark else "?") from None
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"malformed YAML in {source}{where}: {problem}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"malformed YAML in {source}: {error}") from None
@@ -106,13 +108,14 @@ def _check_depth(text: str, source: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_YAML_DEPTH:
-                line = event.start_mark.line + 1 if event.start_mark else "?"
-                raise ConfigError(
-                    f"{source} nests deeper than {MAX_YAML_DEPTH} levels (at line {line}); "
-                    "a config is a few levels deep"
-                )
+                raise _too_deep(source, event.start_mark.line + 1 if event.start_mark else "?")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+
+
+def _too_deep(source: str, line: int | str) -> ConfigError:
+    return ConfigError(f"{source} nests deeper than {MAX_YAML_DEPTH} levels (at line {line}); "
+                       "a config is a few levels deep")
 
 
 def _check_node(root: yaml.Node, source: str) -> None:
