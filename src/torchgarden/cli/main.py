@@ -174,10 +174,10 @@ def _command_run(args: argparse.Namespace) -> int:
             )
             try:
                 task = registry.get_task(params.task, logging_dir=model_dir)
-                _, eval_logs = run_experiment(
+                eval_logs = run_experiment(
                     task=task, mode=args.mode, params=params, model_dir=model_dir,
                     runtime=runtime,
-                )
+                )[1]
             except (*_input_errors(), KeyboardInterrupt) as error:
                 if lock is not None and not _new_checkpoints(model_dir, lock.preexisting):
                     lock.remove_created(keep=(EVAL_SUBDIR,))  # Only what this run created.
@@ -242,7 +242,15 @@ def _quiet_writer_threads(verbose: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit status."""
+    """Entry point; returns the process exit status.
+
+    A torchrun worker (``WORLD_SIZE`` > 1) that trained or evaluated ends here with
+    ``os._exit`` once its output is flushed (its checkpoint, summaries and trackers are
+    closed by then). The interpreter's own exit would free the process groups that
+    DDP, FSDP2 and DTensor's caches still hold from gloo's threads, which then need the
+    GIL of an interpreter being torn down and abort the process (SIGABRT or SIGSEGV
+    instead of the status below; see pytorch/pytorch#179291).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     _quiet_writer_threads(args.verbose)
@@ -253,6 +261,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    status = _dispatch(args)
+    if args.command in ("train", "eval") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     handlers = {"list": _command_list, "config": _command_config,
                 "train": _command_run, "eval": _command_run, **export_cli.COMMANDS,
                 **report_cli.COMMANDS, **convert_cli.COMMANDS}
