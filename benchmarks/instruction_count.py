@@ -4,9 +4,12 @@ A count, not a time: each contender runs in its own process under valgrind's cal
 (which counts every instruction the CPU would execute), once for ``--short`` and once
 for ``--long`` steps after the same set-up, and per step = (I(long) − I(short)) /
 (long − short). Other processes on a shared machine change how long an instruction
-takes, never how many run, so this difference is exact where the timed benchmarks'
-medians move by tens of µs from run to run. It does not price cache misses or the
-GIL waits of other threads; read it beside ``loop_overhead.py``'s times.
+takes, never how many run, so this difference holds still where the timed benchmarks'
+medians move by tens of µs from run to run. The children run with a fixed hash seed and
+one OpenBLAS thread (dict layouts and NumPy's spinning BLAS threads moved the count by
+up to 20k instructions per step between runs); (a*) then repeats within 0.2k. It does
+not price cache misses or the GIL waits of other threads; read it beside
+``loop_overhead.py``'s times.
 
 Needs ``valgrind`` on the PATH; about 2 minutes per process (four processes, two at a
 time).
@@ -28,6 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LABELS = {"a": "(a*) hand-written, tuned", "b": "(b) torchgarden defaults"}
+#: What would move the count between runs of the same code: dict layouts (hash seed) and
+#: NumPy's OpenBLAS threads, which spin after a NumPy call and count as work.
+_STEADY = {"OMP_WAIT_POLICY": "PASSIVE", "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def _child(workload: str, label: str, steps: int) -> None:
@@ -51,7 +57,7 @@ def _count(workload: str, label: str, steps: int) -> int:
                    sys.executable, os.path.abspath(__file__), "--child", workload, label,
                    str(steps)]
         done = subprocess.run(command, capture_output=True, text=True, check=False,
-                              env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+                              env={**os.environ, **_STEADY})
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise RuntimeError(f"valgrind run failed ({done.returncode}): {done.stderr[-500:]}")
