@@ -271,3 +271,24 @@ def test_a_restart_cleans_up_temp_dirs_of_a_killed_save(tmp_path):
     assert sorted(os.listdir(directory)) == ["ckpt-1", "ckpt-2"]
     with open(os.path.join(directory, "ckpt-2", "meta.json")) as f:
         assert json.load(f)["step"] == 2
+
+
+def test_a_delete_cut_short_at_the_last_save_is_cleaned_by_the_rerun(toy_to_30, tmp_path):
+    """Retention renames a checkpoint away, then deletes it. A kill in between at the last
+    save leaves the hidden directory, and the rerun has nothing to train (so no save to
+    clean up after): the rerun's trainer removes it once it holds the run lock; an
+    evaluator (which never writes there) leaves it alone."""
+    model_dir = str(tmp_path / "run")
+    shutil.copytree(toy_to_30, model_dir)
+    leftover = os.path.join(model_dir, ".ckpt-20.tmp-999999999-deadbeef")  # A dead pid.
+    os.makedirs(leftover)
+    with open(os.path.join(leftover, "state.pt"), "wb") as f:
+        f.write(b"half deleted")
+    experiment, override, mode = CASES["toy"]
+    evaluation = ["eval", "--model_dir", model_dir]
+    assert run_in_process(evaluation) == 0
+    assert os.path.isdir(leftover)
+    assert run_in_process(cli_args(experiment, model_dir, override + ",trainer.train_steps=30",
+                                   mode)) == 0
+    assert not os.path.exists(leftover)
+    assert checkpoint_dirs(model_dir) == ["ckpt-25", "ckpt-30"]

@@ -40,13 +40,12 @@ class CheckpointManager:
       multiple of ``checkpoint_interval`` after the last saved (or restored) number, so
       checkpoints land on 1000, 2000, ... (Orbit/TF instead always save the first call
       after a fresh start and then count the interval from that step);
-    * after a restore, ``last_saved`` is the restored number.
+    * after a restore, ``last_saved`` is the restored number;
+    * ``checkpoint_interval=None`` saves always (Orbit never saves without an interval).
 
-    Unlike Orbit (never saves without an interval), ``checkpoint_interval=None`` saves always.
-
-    Each checkpoint is written to a hidden temp directory, fsynced, and renamed
-    into place, so ``<name>-<N>`` is never half-written. After a new checkpoint is
-    durable the oldest beyond ``max_to_keep`` are deleted.
+    Each checkpoint is written to a hidden temp directory, fsynced and renamed into place,
+    so ``<name>-<N>`` is never half-written; once it is durable, the oldest beyond
+    ``max_to_keep`` are renamed away, then deleted (a reader sees all of one or nothing).
 
     Under ``torch.distributed`` only rank 0 writes; ``save`` on another rank returns
     None. If an item's ``state_dict()`` is a collective (``collective_state_dict =
@@ -287,6 +286,10 @@ class CheckpointManager:
     def _on_written(self, path: str) -> None:
         """Applies retention once ``path`` is durable and removes crashed saves' leftovers."""
         self._apply_retention(keep=path)
+        self.remove_leftovers()
+
+    def remove_leftovers(self) -> None:
+        """Deletes the hidden temp directories of saves and deletes whose process died."""
         _storage.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
 
     def _apply_retention(self, keep: str) -> None:

@@ -235,6 +235,8 @@ def _run(
 ) -> tuple[nn.Module, Logs]:
     """``run_experiment`` once the model_dir is checked and locked."""
     training = "train" in mode
+    if training and trainer.runtime.is_chief:  # The run lock is held: no other writer.
+        checkpoint_manager.remove_leftovers()  # Of a save or delete cut short by a kill.
     # Callback state (early-stopping counters, best values) resumes with the run.
     for index, callback in enumerate(callbacks):
         if hasattr(callback, "state_dict") and hasattr(callback, "load_state_dict"):
