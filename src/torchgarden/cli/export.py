@@ -33,6 +33,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="export the raw weights.")
     export.add_argument("--output", default=None, metavar="DIR",
                         help="export directory (default: MODEL_DIR/exports/<checkpoint name>).")
+    export.add_argument("--task", dest="task_name", default=None, metavar="NAME",
+                        help="multi-task runs: the task to export (default: the first; "
+                             "output: MODEL_DIR/exports/<checkpoint name>/NAME).")
     export.add_argument("--overwrite", action="store_true",
                         help="replace an existing torchgarden export at --output.")
     export.add_argument("--import", dest="imports", action="append", default=[],
@@ -65,10 +68,12 @@ def command_export(args: argparse.Namespace) -> int:
     for module in args.imports:
         registry.import_user_module(module)
     result = export_model(args.model_dir, checkpoint=args.checkpoint, formats=args.formats,
-                          ema=args.ema, output_dir=args.output, overwrite=args.overwrite)
+                          ema=args.ema, output_dir=args.output, overwrite=args.overwrite,
+                          task_name=args.task_name)
     manifest = result.manifest
     weights = "EMA" if manifest["ema"] else "raw"
-    print(f"torchgarden: exported {os.path.basename(manifest['checkpoint'])} (step "
+    part = f"task {manifest['task_name']} of " if "task_name" in manifest else ""
+    print(f"torchgarden: exported {part}{os.path.basename(manifest['checkpoint'])} (step "
           f"{manifest['step']}, {weights} weights) to {result.output_dir} in "
           f"{result.seconds:.1f} s", flush=True)
     checks = manifest.get("verification", {})
@@ -82,6 +87,9 @@ def command_export(args: argparse.Namespace) -> int:
         print(line)
     for kind, why in result.skipped.items():
         print(f"torchgarden: {kind} skipped: {why}.", file=sys.stderr)
+    if args.task_name is None and len(manifest.get("tasks", ())) > 1:
+        print(f"torchgarden: a multi-task run (tasks: {', '.join(manifest['tasks'])}); "
+              "--task NAME exports another.")
     return 0
 
 

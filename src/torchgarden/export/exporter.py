@@ -37,7 +37,9 @@ from torchgarden.export import formats as fmt
 from torchgarden.export import verify
 from torchgarden.export.errors import ExportError
 from torchgarden.export.source import ExportSource, resolve_source
+from torchgarden.multitask import MultiTask, sub_model
 from torchgarden.utils.files import fsync_dir
+from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["EXPORT_FILE", "ExportResult", "default_output_dir", "export_model", "write_export"]
 
@@ -269,8 +271,13 @@ def export_model(
     ema: bool | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    task_name: str | None = None,
 ) -> ExportResult:
     """Exports a checkpoint of ``model_dir`` (see the module docstring).
+
+    A multi-task run is exported one task at a time: that task's sub-model (shared
+    modules included) with the task's own serving module, its weights alone in the
+    safetensors file, by default under ``<model_dir>/exports/<checkpoint name>/<task>``.
 
     Example:
         >>> result = export_model("runs/ic")              # best, else latest; EMA if kept
@@ -285,6 +292,8 @@ def export_model(
         ema: True/False for averaged/raw weights; None: averaged when the run kept them.
         output_dir: Defaults to ``<model_dir>/exports/<checkpoint name>``.
         overwrite: Replace an existing torchgarden export at ``output_dir``.
+        task_name: The task of a multi-task run to export (a ``task_routines`` name).
+            Defaults to the first one, with a log line naming the others.
 
     Returns:
         An :class:`ExportResult`.
@@ -297,8 +306,6 @@ def export_model(
     explicit = formats is not None
     fmt.check_formats(formats if explicit else fmt.FORMATS)  # before reading anything
     source = resolve_source(model_dir, checkpoint, ema)
-    target = os.fspath(output_dir) if output_dir is not None else default_output_dir(source)
-    _check_output(os.path.abspath(target), overwrite)
     task = registry.get_task(source.params.task, logging_dir=model_dir)
     model = task.build_model()
     try:
@@ -306,13 +313,41 @@ def export_model(
     except RuntimeError as e:
         raise ExportError(f"{source.checkpoint_path} does not fit the model its config builds: "
                           f"{' '.join(str(e).split())[:300]}") from e
+    tasks = getattr(task, "tasks", {}) if isinstance(task, MultiTask) else {}
+    task, model, weights, task_name = _one_task(task, model, source, task_name)
+    target = os.fspath(output_dir) if output_dir is not None else default_output_dir(source)
+    if output_dir is None and task_name is not None:
+        target = os.path.join(target, task_name)
+    _check_output(os.path.abspath(target), overwrite)
     serving = task.build_serving_module(model)
     metadata = {
         "experiment": source.experiment, "task": type(task).__name__, "step": source.step,
         "checkpoint": os.path.abspath(source.checkpoint_path), "ema": source.ema,
         "config_sha256": source.config_sha256, "metrics": source.metrics,
     }
-    return write_export(serving, source.weights, target,
+    if task_name is not None:
+        metadata["task_name"], metadata["tasks"] = task_name, list(tasks)
+    return write_export(serving, weights, target,
                         formats=formats if explicit else fmt.FORMATS, metadata=metadata,
                         params_yaml=source.params.to_yaml(), overwrite=overwrite,
                         explicit_formats=explicit)
+
+
+def _one_task(task: Any, model: torch.nn.Module, source: ExportSource, task_name: str | None
+              ) -> tuple[Any, torch.nn.Module, dict[str, torch.Tensor], str | None]:
+    """``(task, model, weights, task name)`` to export: a multi-task run's chosen task and
+    its sub-model, else everything as given (and no name)."""
+    if not isinstance(task, MultiTask):
+        if task_name is not None:
+            raise ExportError(f"--task {task_name}: {source.experiment} is not a multi-task run; "
+                              "leave --task out.")
+        return task, model, source.weights, None
+    names = list(task.tasks)
+    if task_name is None:
+        task_name = names[0]
+    elif task_name not in names:
+        raise ExportError(f"--task {task_name}: the run's tasks are {names}."
+                          f"{did_you_mean(task_name, names)}")
+    part = sub_model(model, task_name)
+    weights = {key: value.detach().cpu() for key, value in part.state_dict().items()}
+    return task.tasks[task_name], part, weights, task_name
