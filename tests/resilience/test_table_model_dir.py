@@ -97,7 +97,9 @@ CASES = [
          "trained", setup=lambda d, t: write(f"{d}/params.yaml",
                                              "task:\n  _type: unimported_project.MyTaskConfig\n")),
     Case("eval_without_experiment_or_params_yaml", lambda d, t: ["eval", "--model_dir", d],
-         ("--experiment", "must be specified"), "existing"),
+         ("holds no params.yaml", "trained run's directory", "--experiment"), "existing"),
+    Case("eval_without_experiment_of_a_missing_model_dir", lambda d, t: ["eval", "--model_dir", d],
+         ("does not exist", "trained run's directory", "--experiment")),
     # Faults worked around (exit 0).
     Case("stale_lock_of_a_killed_run", lambda d, t: toy(d, TO_20), (), "trained", code=0,
          setup=stale_lock, check=no_lock_left, warnings=0),

@@ -201,6 +201,11 @@ def _configuration(args: argparse.Namespace, *, training: bool) -> Any:
     """The flags' config; an evaluation starts from the config that trained ``--model_dir``."""
     saved = os.path.join(args.model_dir or "", "params.yaml")
     if training or not args.model_dir or not os.path.isfile(saved):
+        if not training and args.model_dir and not getattr(args, "experiment", None):
+            where = ("does not exist" if not os.path.exists(args.model_dir)
+                     else "holds no params.yaml (no finished train loop)")
+            raise _UsageError(f"--model_dir {args.model_dir} {where}: point it at a trained "
+                              "run's directory, or name the config with --experiment.")
         return parse_configuration(args)
     params = parse_configuration(args, base_file=saved)
     print(f"torchgarden: config read from {saved} (then --config_file, --params_override).",
