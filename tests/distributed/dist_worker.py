@@ -169,3 +169,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    distribute.exit_worker(0)  # Not the interpreter's exit: it can abort under gloo.

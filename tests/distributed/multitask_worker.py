@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 import torchgarden as tg
+from torchgarden import distribute
 from torchgarden.loop.logs import to_host
 from torchgarden.multitask import TaskSampler
 from torchgarden.runtime import setup_runtime, teardown_runtime
@@ -88,3 +89,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    distribute.exit_worker(0)  # Not the interpreter's exit: it can abort under gloo.

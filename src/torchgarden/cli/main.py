@@ -250,11 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status.
 
     A torchrun worker (``WORLD_SIZE`` > 1) that trained or evaluated ends here with
-    ``os._exit`` once its output is flushed (its checkpoint, summaries and trackers are
-    closed by then). The interpreter's own exit would free the process groups that
-    DDP, FSDP2 and DTensor's caches still hold from gloo's threads, which then need the
-    GIL of an interpreter being torn down and abort the process (SIGABRT or SIGSEGV
-    instead of the status below; see pytorch/pytorch#179291).
+    ``distribute.exit_worker`` (flush, then ``os._exit``): the interpreter's own exit
+    can abort it (SIGABRT or SIGSEGV instead of the status below).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -268,10 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     status = _dispatch(args)
     if args.command in ("train", "eval") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+        from torchgarden.distribute import exit_worker
+
+        exit_worker(status)
     return status
 
 

@@ -16,6 +16,7 @@ from torchgarden.distribute.collectives import (
     is_distributed,
     max_over_ranks,
 )
+from torchgarden.distribute.exit import exit_worker
 from torchgarden.distribute.full_state import (
     FullModelState,
     FullOptimizerState,
@@ -37,6 +38,7 @@ __all__ = [
     "all_gather_object",
     "barrier",
     "broadcast_object",
+    "exit_worker",
     "full_state_items",
     "get_rank",
     "get_world_size",
