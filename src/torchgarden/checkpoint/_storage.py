@@ -19,7 +19,6 @@ import json
 import os
 import pickle
 import re
-import secrets
 import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -36,8 +35,7 @@ from torchgarden.checkpoint.errors import (
     CorruptCheckpointError,
     UnsafeCheckpointError,
 )
-from torchgarden.utils.files import atomic_write_json as atomic_write_json  # for best.py
-from torchgarden.utils.files import fsync_dir
+from torchgarden.utils.files import fsync_dir, temp_path_for
 from torchgarden.utils.processes import pid_alive
 
 STATE_FILE = "state.pt"
@@ -330,8 +328,7 @@ def remove_checkpoint(path: str) -> None:
     (should this process die before the delete ends): a concurrent reader (an evaluator
     following the directory) then finds the whole checkpoint or none of it.
     """
-    head, tail = os.path.split(path)
-    hidden = os.path.join(head, f".{tail}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    hidden = temp_path_for(path)
     try:
         os.rename(path, hidden)
     except FileNotFoundError:
@@ -352,7 +349,7 @@ def clean_stale_temp_dirs(directory: str, name: str) -> None:
             continue
         pid = int(match.group(1))
         with _ACTIVE_LOCK:
-            live = entry.path in _ACTIVE_TEMP_DIRS
+            live = os.path.abspath(entry.path) in _ACTIVE_TEMP_DIRS
         if live or (pid != os.getpid() and pid_alive(pid)):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
@@ -375,7 +372,7 @@ def write_checkpoint(
     """
     os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, f"{name}-{number}")
-    temp = os.path.join(directory, f".{name}-{number}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    temp = temp_path_for(final)  # Absolute, as clean_stale_temp_dirs compares it.
     with _ACTIVE_LOCK:
         _ACTIVE_TEMP_DIRS.add(temp)
     try:

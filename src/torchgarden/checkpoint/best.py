@@ -23,6 +23,7 @@ from torchgarden.checkpoint import _ranks, _storage
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CorruptCheckpointError
 from torchgarden.checkpoint.manager import CheckpointManager
+from torchgarden.utils.files import atomic_write_json
 from torchgarden.utils.metric_path import find_metric, has_metric
 
 __all__ = ["BestCheckpointExporter"]
@@ -240,7 +241,7 @@ class BestCheckpointExporter:
         logs = _scalar_logs(eval_logs)
         logs[_STEP_KEY] = step
         if _ranks.process_rank()[0] == 0:  # Every rank tracks the best; rank 0 writes.
-            _storage.atomic_write_json(self.best_ckpt_logs_path, logs)
+            atomic_write_json(self.best_ckpt_logs_path, logs)
         self._best_ckpt_logs = logs
         return True
 

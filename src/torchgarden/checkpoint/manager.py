@@ -6,7 +6,7 @@ the restored number) on a layout where each checkpoint is a directory:
 
 ```
 <directory>/<checkpoint_name>-<N>/state.pt    torch.save of Checkpoint.state_dict()
-<directory>/<checkpoint_name>-<N>/meta.json   manifest (sha256 + size per file), written last
+<directory>/<checkpoint_name>-<N>/meta.json   manifest (checksum + size per file), written last
 ```
 
 or, with ``checkpoint_format="dcp"``, each rank's shards in DCP's layout (``dcp.py``).
@@ -64,8 +64,7 @@ class CheckpointManager:
     Args:
         checkpoint: The objects to save and restore.
         directory: Where checkpoints live (created on first save).
-        max_to_keep: How many checkpoints to keep; -1 (or None) keeps all.
-            Defaults to 5.
+        max_to_keep: How many checkpoints to keep; -1 (or None) keeps all. Defaults to 5.
         checkpoint_interval: The least number of steps between saves under
             interval checking; None disables interval checking. Defaults to None.
         checkpoint_name: The directory-name prefix. Defaults to ``"ckpt"``.
@@ -283,8 +282,7 @@ class CheckpointManager:
             return _rules.interval_reached(number, self._last_saved_number, interval)
         return True
 
-    def _on_written(self, path: str) -> None:
-        """Applies retention once ``path`` is durable and removes crashed saves' leftovers."""
+    def _on_written(self, path: str) -> None:  # Once ``path`` is durable.
         self._apply_retention(keep=path)
         self.remove_leftovers()
 
@@ -324,7 +322,7 @@ class CheckpointManager:
 
         Args:
             path: A checkpoint directory. Defaults to None (the newest resume point).
-            verify: Check sizes and sha256 sums before loading. Defaults to True.
+            verify: Check sizes and checksums before loading. Defaults to True.
             strict: Passed to :meth:`Checkpoint.load_state_dict`. Defaults to True.
 
         Returns:
