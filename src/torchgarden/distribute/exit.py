@@ -20,8 +20,8 @@ def exit_worker(status: int = 0) -> NoReturn:
     that DDP, FSDP2 and DTensor's caches still hold, from gloo's threads, which then need
     the GIL of an interpreter being torn down: the worker aborts ("terminate called
     without an active exception", SIGABRT or SIGSEGV) instead of exiting with its status,
-    and ``torchrun`` reports the job failed (seen in about one launch in ten on a busy
-    machine; pytorch/pytorch#179291). ``torchgarden train``/``eval`` end this way under
+    and ``torchrun`` reports the job failed (a few launches in a hundred on a busy
+    machine here; pytorch/pytorch#179291). ``torchgarden train``/``eval`` end this way under
     ``torchrun``.
 
     Args:

@@ -293,7 +293,7 @@ def export_model(
         output_dir: Defaults to ``<model_dir>/exports/<checkpoint name>``.
         overwrite: Replace an existing torchgarden export at ``output_dir``.
         task_name: The task of a multi-task run to export (a ``task_routines`` name).
-            Defaults to the first one, with a log line naming the others.
+            Defaults to the first; the manifest's ``tasks`` lists them all.
 
     Returns:
         An :class:`ExportResult`.
@@ -313,7 +313,7 @@ def export_model(
     except RuntimeError as e:
         raise ExportError(f"{source.checkpoint_path} does not fit the model its config builds: "
                           f"{' '.join(str(e).split())[:300]}") from e
-    tasks = getattr(task, "tasks", {}) if isinstance(task, MultiTask) else {}
+    names = list(task.tasks) if isinstance(task, MultiTask) else []
     task, model, weights, task_name = _one_task(task, model, source, task_name)
     target = os.fspath(output_dir) if output_dir is not None else default_output_dir(source)
     if output_dir is None and task_name is not None:
@@ -326,7 +326,7 @@ def export_model(
         "config_sha256": source.config_sha256, "metrics": source.metrics,
     }
     if task_name is not None:
-        metadata["task_name"], metadata["tasks"] = task_name, list(tasks)
+        metadata["task_name"], metadata["tasks"] = task_name, names
     return write_export(serving, weights, target,
                         formats=formats if explicit else fmt.FORMATS, metadata=metadata,
                         params_yaml=source.params.to_yaml(), overwrite=overwrite,

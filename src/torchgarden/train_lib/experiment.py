@@ -291,9 +291,9 @@ def _mismatch_error(error: CheckpointMismatchError, latest: str | None) -> Excep
     if latest is None:  # From task.init_checkpoint, whose message says what to fix.
         return error
     return CheckpointMismatchError(
-        f"{str(error).rstrip('. ')}. It cannot be resumed under this config: use a new model_dir (with "
-        f"task.init_checkpoint={latest} to start from its weights) or the config it was "
-        "written with."
+        f"{str(error).rstrip('. ')}. It cannot be resumed under this config: use a new "
+        f"model_dir (with task.init_checkpoint={latest} to start from its weights) or the "
+        "config it was written with."
     )
 
 
