@@ -27,7 +27,7 @@ from dist_scenarios import (
 
 import torchgarden as tg
 from torchgarden import distribute
-from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint import _storage, best
 from torchgarden.checkpoint.dcp import DcpWriter
 
 
@@ -37,7 +37,7 @@ class WriteCounter:
     def __init__(self) -> None:
         self.checkpoints = 0
         self.json_files = 0
-        write_checkpoint, write_json = _storage.write_checkpoint, _storage.atomic_write_json
+        write_checkpoint, write_json = _storage.write_checkpoint, best.atomic_write_json
         publish = DcpWriter._rename  # Rank 0 renames a sharded checkpoint into place.
 
         def counted_publish(*args: Any, **kwargs: Any) -> Any:
@@ -55,7 +55,7 @@ class WriteCounter:
             return write_json(*args, **kwargs)
 
         _storage.write_checkpoint = counted_checkpoint
-        _storage.atomic_write_json = counted_json
+        best.atomic_write_json = counted_json  # The best-checkpoint logs.
 
 
 def ddp_allreduce_counter(trainer: Any) -> list[int]:
