@@ -161,12 +161,12 @@ def test_a_loss_above_the_bound_trips_only_from_recovery_begin_steps(
 BAD_EXAMPLE = 37  # With batches of 4 in file order: batch 9, read by step 10.
 
 
-def bad_batch_npz(tmp_path) -> str:
-    """100 random 8x8 digits-like images; one pixel of example 37 is 1e38 (finite)."""
+def bad_batch_npz(tmp_path, bad_example: int = BAD_EXAMPLE) -> str:
+    """100 random 8x8 digits-like images; one pixel of ``bad_example`` is 1e38 (finite)."""
     rng = np.random.default_rng(0)
     x = rng.random((100, 1, 8, 8), dtype=np.float32)
-    x[BAD_EXAMPLE, 0, 3, 3] = 1e38
-    path = str(tmp_path / "data.npz")
+    x[bad_example, 0, 3, 3] = 1e38
+    path = str(tmp_path / f"data_{bad_example}.npz")
     np.savez(path, x=x, y=rng.integers(0, 10, size=100))
     return path
 
@@ -283,3 +283,28 @@ def test_an_explicit_restore_loads_nan_weights_with_a_warning(tmp_path, caplog, 
     assert torch.isnan(fresh.weight).all()
     assert any("restoring" in r.getMessage() and "as asked" in r.getMessage()
                for r in caplog.records)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_bad_batch_inside_a_multi_step_call_is_found_at_its_step(tmp_path, caplog, compiled):
+    """Under ``runtime.enable_xla`` five steps run per graph call. Example 29 is in batch 7,
+    read by step 8: inside the call of steps 6-10. The loop's loss trips recovery at step
+    10; the replay runs under the step plan that checks every step, so the blow-up is found
+    at step 8 and batch 7 skipped -- as without compile (before, the replay ran whole
+    unchecked calls and blamed the last batch of the call)."""
+    data = bad_batch_npz(tmp_path, bad_example=29)
+    model_dir = str(tmp_path / "run")
+    extra = f",trainer.recovery_max_trials=2,runtime.enable_xla={str(compiled).lower()}"
+    with caplog.at_level(logging.WARNING, logger="torchgarden"):
+        code = run_in_process(digits_args(model_dir, data, extra))
+    assert code == 0
+    warnings = [r.getMessage() for r in caplog.records if "recovering" in r.getMessage()]
+    assert len(warnings) == 2, warnings
+    assert "at step 10, trial 1 of 2): restored" in warnings[0] and "ckpt-5; replaying" in warnings[0]
+    assert "at step 8, trial 2 of 2): restored" in warnings[1]
+    assert warnings[1].endswith(
+        f"skipping batch 7 of epoch 0 of task.train_data.input_path={data} from now on, as "
+        "it blew up twice.")
+    state = final_state(model_dir)
+    assert state["global_step"]["value"] == 20
+    assert state["train_iterator"] == {"epoch": 0, "batches_in_epoch": 21, "skipped": [[0, 7]]}

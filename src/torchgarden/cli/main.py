@@ -7,7 +7,6 @@ convert.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import shutil
@@ -153,40 +152,21 @@ def _check_subcommand_mode(args: argparse.Namespace) -> None:
 
 def _command_run(args: argparse.Namespace) -> int:
     _check_subcommand_mode(args)
-    training = args.command == "train"
-    params = _configuration(args, training=training)
+    params = _configuration(args, training=args.command == "train")
+    from torchgarden.runtime.strategy import chief_of, resolve_strategy
+    from torchgarden.train_lib.experiment import run_experiment
 
-    from torchgarden import registry
-    from torchgarden.loop.logs import to_host
-    from torchgarden.runtime import setup_runtime, teardown_runtime
-    from torchgarden.train_lib import run_experiment
-    from torchgarden.train_lib.model_dir import EVAL_SUBDIR, check_model_dir
-    from torchgarden.train_lib.run_lock import run_lock
-    from torchgarden.utils.logs import flatten
+    try:  # It checks --model_dir and takes its lock before torch is imported.
+        eval_logs = run_experiment(mode=args.mode, params=params, model_dir=args.model_dir)[1]
+    except OSError as error:
+        if error.filename or not args.model_dir:
+            raise
+        raise _UsageError(_write_failure(error, args.model_dir)) from error
+    if chief_of(resolve_strategy(params.runtime)):
+        from torchgarden.loop.logs import to_host
+        from torchgarden.utils.logs import flatten
 
-    model_dir = check_model_dir(args.model_dir, params, training=training)
-    runtime = setup_runtime(params.runtime)
-    try:
-        with contextlib.ExitStack() as stack:
-            lock = (  # One writer per model_dir, from before its first write to the end.
-                stack.enter_context(run_lock(model_dir, role="train"))
-                if training and runtime.is_chief else None
-            )
-            try:
-                task = registry.get_task(params.task, logging_dir=model_dir)
-                eval_logs = run_experiment(
-                    task=task, mode=args.mode, params=params, model_dir=model_dir,
-                    runtime=runtime,
-                )[1]
-            except (*_input_errors(), KeyboardInterrupt) as error:
-                if lock is not None and not _new_checkpoints(model_dir, lock.preexisting):
-                    lock.remove_created(keep=(EVAL_SUBDIR,))  # Only what this run created.
-                if isinstance(error, OSError) and not error.filename:
-                    raise _UsageError(_write_failure(error, model_dir)) from error
-                raise
-    finally:
-        teardown_runtime(runtime)
-    if runtime.is_chief:
+        model_dir = args.model_dir
         print(f"torchgarden: done. Results in {os.path.abspath(model_dir)} "
               f"(TensorBoard: tensorboard --logdir {model_dir})", flush=True)
         shown = {k: v for k, v in flatten(to_host(eval_logs)).items()  # Sets, tasks: a/b.
@@ -211,13 +191,6 @@ def _configuration(args: argparse.Namespace, *, training: bool) -> Any:
     print(f"torchgarden: config read from {saved} (then --config_file, --params_override).",
           flush=True)
     return params
-
-
-def _new_checkpoints(model_dir: str, preexisting: frozenset[str]) -> bool:
-    try:
-        return any(n.startswith("ckpt-") and n not in preexisting for n in os.listdir(model_dir))
-    except OSError:
-        return False
 
 
 def _write_failure(error: OSError, model_dir: str) -> str:

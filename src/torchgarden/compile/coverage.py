@@ -9,6 +9,7 @@ from torch import nn
 from torchgarden.compile.functional_optim import has_step_hooks, is_supported
 from torchgarden.core import Task
 from torchgarden.layers import Layer
+from torchgarden.runtime.strategy import Strategy, get_strategy
 
 __all__ = ["choose_steps_per_call", "unsupported_reason"]
 
@@ -23,7 +24,7 @@ def unsupported_reason(
     task: Task,
     model: nn.Module,
     optimizer: Any,
-    strategy: str = "single",
+    strategy: Strategy | str = "single",
     accumulation_steps: int = 1,
 ) -> str | None:
     """Why the whole-step graph cannot run this setup, or None when it can.
@@ -32,14 +33,17 @@ def unsupported_reason(
         task: The task; its ``train_step`` and ``forward_backward`` must be Task's own.
         model: The model as trained (autocast-wrapped is fine; DDP/compiled is not).
         optimizer: The optimizer the Trainer steps.
-        strategy: The runtime's distribution strategy. Defaults to ``"single"``.
+        strategy: The run's ``Strategy`` (or a registered strategy's name). Defaults to
+            one process.
         accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
     """
     for hook in ("train_step", "forward_backward"):
         if getattr(type(task), hook) is not getattr(Task, hook):
             return f"{type(task).__name__} overrides {hook}"
-    if strategy != "single":
-        return f"distribution strategy '{strategy}' (the graph has no gradient all-reduce)"
+    if isinstance(strategy, str):
+        strategy = get_strategy(strategy)()
+    if strategy.compiled_step_unsupported():
+        return strategy.compiled_step_unsupported()
     if accumulation_steps != 1:
         return f"gradient_accumulation_steps={accumulation_steps}"
     if not is_supported(optimizer):
@@ -65,31 +69,29 @@ def unsupported_reason(
     return None
 
 
-
-
-def choose_steps_per_call(model: nn.Module, steps_per_loop: int, requested: int | None) -> int:
+def choose_steps_per_call(model: nn.Module, steps_per_loop: int, steps_per_graph: int | None) -> int:
     """How many steps one compiled call runs (K).
 
     Args:
         model: The trained model.
         steps_per_loop: ``trainer.steps_per_loop``: K never exceeds it.
-        requested: ``runtime.steps_per_graph``; None chooses: the largest divisor of
+        steps_per_graph: ``runtime.steps_per_graph``; None chooses: the largest divisor of
             ``steps_per_loop`` up to ``AUTO_MAX_STEPS_PER_CALL`` (10) for a model of at
             most ``AUTO_UNROLL_MAX_PARAMETERS`` (1M) parameters, whose steps are short
             enough for the per-call cost (tens of µs) to matter, else 1: unrolling
             multiplies the compile time and a large model's step hides that cost.
 
     Raises:
-        ValueError: ``requested`` is below 1 or above ``steps_per_loop``.
+        ValueError: ``steps_per_graph`` is below 1 or above ``steps_per_loop``.
     """
-    if requested is not None:
-        if not 1 <= requested <= steps_per_loop:
+    if steps_per_graph is not None:
+        if not 1 <= steps_per_graph <= steps_per_loop:
             raise ValueError(
                 f"runtime.steps_per_graph must be between 1 and trainer.steps_per_loop "
-                f"({steps_per_loop}), got {requested}; set it to "
-                f"{min(max(requested, 1), steps_per_loop)} or leave it unset (automatic)."
+                f"({steps_per_loop}), got {steps_per_graph}; set it to "
+                f"{min(max(steps_per_graph, 1), steps_per_loop)} or leave it unset (automatic)."
             )
-        return requested
+        return steps_per_graph
     if sum(p.numel() for p in model.parameters()) > AUTO_UNROLL_MAX_PARAMETERS:
         return 1
     return max(k for k in range(1, AUTO_MAX_STEPS_PER_CALL + 1) if steps_per_loop % k == 0)

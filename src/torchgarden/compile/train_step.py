@@ -62,6 +62,7 @@ from torchgarden.compile.functional_optim import GroupUpdate, build_updates
 from torchgarden.core import Task
 from torchgarden.metrics import Metric
 from torchgarden.optim import set_learning_rate
+from torchgarden.runtime.strategy import Strategy
 from torchgarden.utils.logs import Logs
 
 __all__ = [
@@ -310,7 +311,7 @@ def compiled_train_step(
     optimizer: Any,
     *,
     mode: str | None = None,
-    strategy: str = "single",
+    strategy: Strategy | str = "single",
     accumulation_steps: int = 1,
     steps_per_call: int = 1,
 ) -> CompiledTrainStep | None:
@@ -322,10 +323,9 @@ def compiled_train_step(
         model: The model as trained, not ``torch.compile``-d (autocast-wrapped is fine).
         optimizer: The optimizer the step updates.
         mode: ``torch.compile`` mode. Defaults to None.
-        strategy: The runtime's distribution strategy. Defaults to ``"single"``.
+        strategy: The run's ``Strategy`` (or a registered name). Defaults to one process.
         accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
-        steps_per_call: Steps per graph call (see :func:`choose_steps_per_call`).
-            Defaults to 1.
+        steps_per_call: Steps per graph call (the ``StepPlan``'s). Defaults to 1.
     """
     reason = unsupported_reason(
         task=task, model=model, optimizer=optimizer, strategy=strategy,

@@ -11,14 +11,15 @@ from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError, did_you_mean
 from torchgarden.config.trackers import MlflowConfig, WandbConfig
 
-__all__ = ["RuntimeConfig"]
+__all__ = ["STRATEGY_NAMES", "RuntimeConfig"]
 
 _field = dataclasses.field
 
 _TRACKERS = ("tensorboard", "mlflow", "wandb")
 
 
-_STRATEGIES = ("auto", "off", "single", "ddp", "fsdp")
+#: Accepted `distribution_strategy` names; `runtime.register_strategy` adds to it.
+STRATEGY_NAMES = ["auto", "off", "single", "ddp", "fsdp"]
 _STRATEGY_HINTS = {
     "mirrored": "ddp",
     "multi_worker_mirrored": "ddp",
@@ -117,7 +118,7 @@ class RuntimeConfig(Config):
 
     def check(self) -> None:
         """Checks the strategy, device, dtype, loss scale, compile mode and threads."""
-        choose(self, "distribution_strategy", _STRATEGIES, _STRATEGY_HINTS)
+        choose(self, "distribution_strategy", STRATEGY_NAMES, _STRATEGY_HINTS)
         if not _DEVICE.match(self.device):
             key = self.field_path("device")
             raise ConfigError(

@@ -145,12 +145,8 @@ class Evaluator:
         """Every object a checkpoint saves and restores (built on first access)."""
         if self._checkpoint is None:
             items = {**self.checkpoint_items(), **self._extra_checkpoint_items}
-            if self._runtime.strategy == "fsdp":
-                # Sharded state is saved gathered, in the single-process layout.
-                items = distribute.full_state_items(
-                    items, model=self._raw_model, optimizer=items.get("optimizer")
-                )
-            self._checkpoint = Checkpoint(**items)
+            self._checkpoint = Checkpoint(**self._runtime.strategy.checkpoint_items(
+                items, model=self._raw_model, optimizer=items.get("optimizer")))
         return self._checkpoint
 
     def checkpoint_items(self) -> dict[str, Any]:

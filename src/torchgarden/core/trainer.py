@@ -36,7 +36,6 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from torchgarden import distribute
 from torchgarden.checkpoint import BestCheckpointExporter
 from torchgarden.core.evaluator import Evaluator, collect_logs, on_device
 from torchgarden.core.state import LossMean, TrainWindow
@@ -44,7 +43,7 @@ from torchgarden.core.task import Task
 from torchgarden.data import DataIterator
 from torchgarden.metrics import as_metric
 from torchgarden.optim import ExponentialMovingAverage, set_learning_rate
-from torchgarden.runtime import RuntimeContext
+from torchgarden.runtime import RuntimeContext, StepPlan
 from torchgarden.utils.logs import Logs
 
 __all__ = ["StepFunction", "Trainer"]
@@ -83,12 +82,12 @@ class Trainer(Evaluator):
         step_fn: What runs a step; defaults to ``task.train_step``.
         forward_model: The module steps call: ``model`` wrapped for autocast, DDP or
             ``torch.compile``. Defaults to ``model``.
-        gradient_accumulation_steps: Batches per optimizer update (``task.forward_backward``
-            on each, then one ``optimizer.step()``). Default 1.
+        plan: How steps run (``runtime.StepPlan``: steps per call of ``step_fn``, batches
+            per optimizer update, a loss check after every step, the recovery replay).
+            Default: one step per call, or ``step_fn.steps_per_call`` for a multi-step
+            ``step_fn`` when nothing needs the host between steps.
         checkpoint_items: Extra objects saved in the checkpoint beside the Trainer's own.
         checkpoint_exporter: Exports the best checkpoint at the end of each evaluation.
-        check_loss: ``(global_step, loss) -> bool`` called after every step (one host
-            sync each); True stops the loop early (blow-up recovery). None: no check.
         runtime: The process' device and distribution strategy. Default: one process on
             the model's device.
     """
@@ -107,12 +106,13 @@ class Trainer(Evaluator):
         ema: ExponentialMovingAverage | None = None,
         step_fn: StepFunction | None = None,
         forward_model: nn.Module | None = None,
-        gradient_accumulation_steps: int = 1,
+        plan: StepPlan | None = None,
         checkpoint_items: Mapping[str, Any] | None = None,
         checkpoint_exporter: BestCheckpointExporter | None = None,
-        check_loss: Callable[[int, float], bool] | None = None,
         runtime: RuntimeContext | None = None,
+        **moved: Any,
     ) -> None:
+        _refuse_moved(moved)
         super().__init__(
             task=task, model=model, eval_data=eval_data, eval_metrics=eval_metrics, ema=ema,
             forward_model=forward_model, checkpoint_exporter=checkpoint_exporter,
@@ -120,14 +120,15 @@ class Trainer(Evaluator):
         )
         self._optimizer = optimizer
         self._step_fn = step_fn or task.train_step
-        self._accumulation_steps = _accumulation_steps(task, step_fn, gradient_accumulation_steps)
+        self._plan = plan or self._default_plan(step_fn)
+        _check_plan(self, task, step_fn, self._plan)
         self._lr_schedule = lr_schedule
         self._lr_varies = lr_schedule is not None and not getattr(lr_schedule, "is_constant", False)
         if optimizer is not None and lr_schedule is not None:
             set_learning_rate(optimizer, lr_schedule(0))
-        #: ``(global_step, loss) -> bool`` checked after every step, or None; settable
-        #: between loops (blow-up recovery turns it on while it replays a loop).
-        self.check_loss = check_loss
+        #: Blow-up recovery sets it between loops while it replays: the loops then run
+        #: under ``plan.replay`` (one step per call, the loss checked after each).
+        self.replaying = False
         self._train_loss = LossMean("training_loss", self._runtime.device)
         self._train_metrics = [on_device(as_metric(m), self._runtime.device) for m in train_metrics]
         self._train_dataset = train_data
@@ -139,7 +140,6 @@ class Trainer(Evaluator):
         self._last_loss: Any = None
         self._blowup_loss: float | None = None
         self._window_open = False  # Preempted mid-loop: the resumed run finishes the window.
-        self._steps_per_call = self._multi_step_size()
 
     def checkpoint_items(self) -> dict[str, Any]:
         """The Evaluator's items (model, step, EMA, RNGs) plus the optimizer, the data
@@ -160,6 +160,16 @@ class Trainer(Evaluator):
     def step_fn(self) -> StepFunction:
         """What runs one step: ``task.train_step`` unless another was given."""
         return self._step_fn
+
+    @property
+    def plan(self) -> StepPlan:
+        """How steps run (frozen); :attr:`active_plan` is the one the next loop uses."""
+        return self._plan
+
+    @property
+    def active_plan(self) -> StepPlan:
+        """``plan.replay`` while blow-up recovery replays, else ``plan``."""
+        return self._plan.replay if self.replaying and self._plan.replay else self._plan
 
     @property
     def train_loss(self) -> LossMean:
@@ -196,10 +206,10 @@ class Trainer(Evaluator):
     def train(self, num_steps: int) -> Logs:
         """Runs ``num_steps`` steps and returns the loop's logs (Orbit ``train``).
 
-        With a step function that runs K steps per call (``steps_per_call`` and
-        ``run_steps``, e.g. the compiled in-graph loop), the steps go K at a time, and
-        the ``num_steps % K`` left over one by one through :meth:`train_step`. Loss
-        checks, the EMA and an overridden ``train_step`` keep every step on the host.
+        Under a plan of K steps per call (``step_fn.run_steps``, e.g. the compiled
+        in-graph loop) the steps go K at a time, and the ``num_steps % K`` left over one
+        by one through :meth:`train_step`; under a plan with a loss check, the loss is
+        read after every step.
         """
         iterator = self._train_iterator
         if iterator is None:
@@ -208,14 +218,15 @@ class Trainer(Evaluator):
             )
         self.train_loop_begin()
         train_step = self.train_step
+        plan = self.active_plan
         # Per-step stop checks cost one attribute read each unless enabled. Under
         # torchrun ranks must stop together, so preemption is agreed on by the
         # Controller at loop boundaries instead of here.
         preemption = self.preemption if not self._runtime.is_distributed else None
-        check_loss = self.check_loss
+        check_loss = plan.check_loss
         self.stopped_early = False
-        remaining, k = num_steps, self._steps_per_call
-        while k and remaining >= k:  # K steps per call of the step function.
+        remaining, k = num_steps, plan.steps_per_call
+        while k > 1 and remaining >= k:  # K steps per call of the step function.
             self._train_steps(iterator, k)
             remaining -= k
             if preemption is not None and preemption.requested:
@@ -264,7 +275,7 @@ class Trainer(Evaluator):
         step = self._global_step.value
         if self._lr_varies:
             set_learning_rate(self._optimizer, self._lr_schedule(step))  # type: ignore[misc]
-        if self._accumulation_steps == 1:
+        if self._plan.accumulation_steps == 1:
             logs = self._step_fn(
                 self.next_train_inputs(iterator),
                 model=self._model, optimizer=self._optimizer, metrics=self._train_metrics,
@@ -294,14 +305,15 @@ class Trainer(Evaluator):
             set_learning_rate(self._optimizer, rates[-1])
         self._global_step.value = step + k
 
-    def _multi_step_size(self) -> int:
-        """K when the step function runs K steps per call and no step needs a look of
-        its own (loss checks, EMA, an overridden ``train_step``); else 0."""
-        k = int(getattr(self._step_fn, "steps_per_call", 0) or 0)
-        if (not hasattr(self._step_fn, "run_steps") or self.check_loss is not None
-                or self._ema is not None or type(self).train_step is not Trainer.train_step):
-            return 0
-        return k
+    def _default_plan(self, step_fn: Any) -> StepPlan:
+        """K steps per call when ``step_fn`` runs several and nothing needs the host
+        between steps (the EMA, an overridden ``train_step``); else one."""
+        host = [name for name, needed in (
+            ("the weight EMA", self._ema is not None),
+            ("an overridden train_step", type(self).train_step is not Trainer.train_step),
+        ) if needed]
+        steps = getattr(step_fn, "steps_per_call", 1) if hasattr(step_fn, "run_steps") else 1
+        return StepPlan.build(steps_per_call=steps, host_between_steps=host)
 
     def accumulate_gradients(self, iterator: Iterator[Any]) -> torch.Tensor:
         """k = ``gradient_accumulation_steps`` batches through ``task.forward_backward``
@@ -310,12 +322,12 @@ class Trainer(Evaluator):
         Returns:
             The mean of the k batch losses (detached).
         """
-        k = self._accumulation_steps
+        k = self._plan.accumulation_steps
         optimizer, total = self._optimizer, None
         optimizer.zero_grad(set_to_none=True)
         for micro_step in range(k):
             # DDP all-reduce / FSDP2 reduce-scatter only on the last backward.
-            distribute.set_gradient_sync(self._model, micro_step == k - 1)
+            self._runtime.strategy.set_gradient_sync(self._model, micro_step == k - 1)
             logs = self._task.forward_backward(
                 self.next_train_inputs(iterator), self._model, optimizer,
                 self._train_metrics, accumulation_steps=k,
@@ -345,10 +357,14 @@ class Trainer(Evaluator):
         logs["learning_rate"] = self.learning_rate()
         return logs
 
-def _accumulation_steps(task: Task, step_fn: Any, steps: int) -> int:
-    steps = int(steps)
-    if steps < 1:
-        raise ValueError(f"gradient_accumulation_steps must be >= 1, got {steps}.")
+def _check_plan(trainer: Trainer, task: Task, step_fn: Any, plan: StepPlan) -> None:
+    """Refuses a plan this Trainer cannot run as stated."""
+    k, steps = plan.steps_per_call, plan.accumulation_steps
+    if k > 1 and (not hasattr(step_fn, "run_steps") or trainer.ema is not None
+                  or type(trainer).train_step is not Trainer.train_step):
+        raise ValueError(
+            f"plan.steps_per_call={k} needs a step_fn with run_steps, no EMA and "
+            "Trainer.train_step not overridden; use a plan of one step per call.")
     if steps > 1 and (step_fn is not None or type(task).train_step is not Task.train_step):
         owner = "a step_fn was given" if step_fn is not None else (
             f"{type(task).__name__} overrides train_step")
@@ -357,4 +373,15 @@ def _accumulation_steps(task: Task, step_fn: Any, steps: int) -> int:
             f"and one optimizer.step(), but {owner}. Override forward_backward instead, or "
             "accumulate inside your own train_step and set gradient_accumulation_steps to 1."
         )
-    return steps
+
+
+#: Trainer arguments that moved, and where to.
+_MOVED = {"gradient_accumulation_steps": "plan=StepPlan(accumulation_steps=...)",
+          "check_loss": "plan=StepPlan(check_loss=...)"}
+
+
+def _refuse_moved(arguments: Mapping[str, Any]) -> None:
+    for name in arguments:
+        where = f"; it moved: pass {_MOVED[name]} (torchgarden.runtime.StepPlan)" if (
+            name in _MOVED) else ""
+        raise TypeError(f"Trainer() got an unexpected keyword argument {name!r}{where}.")

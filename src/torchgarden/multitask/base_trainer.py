@@ -35,7 +35,7 @@ from torchgarden.metrics import as_metric
 from torchgarden.multitask.base_model import MultiTaskBaseModel
 from torchgarden.multitask.multitask import MultiTask
 from torchgarden.optim import ExponentialMovingAverage, set_learning_rate
-from torchgarden.runtime import RuntimeContext
+from torchgarden.runtime import RuntimeContext, StepPlan
 from torchgarden.utils.logs import Logs
 
 __all__ = ["MultiTaskBaseTrainer", "TaskIterators"]
@@ -110,7 +110,8 @@ class MultiTaskBaseTrainer(Trainer):
         ema: Weight averages of the whole model.
         forward_model: The model wrapped for DDP (one forward per step goes through it).
         checkpoint_items: Extra checkpoint items.
-        check_loss: ``(global_step, loss) -> bool`` after every step (blow-up recovery).
+        plan: How steps run (``runtime.StepPlan``: a loss check after every step, the
+            recovery replay); one step per call.
         runtime: The process' device and distribution strategy.
     """
 
@@ -126,7 +127,7 @@ class MultiTaskBaseTrainer(Trainer):
         ema: ExponentialMovingAverage | None = None,
         forward_model: nn.Module | None = None,
         checkpoint_items: Mapping[str, Any] | None = None,
-        check_loss: Callable[[int, float], bool] | None = None,
+        plan: StepPlan | None = None,
         runtime: RuntimeContext | None = None,
     ) -> None:
         if not isinstance(multi_task_model, MultiTaskBaseModel):
@@ -136,7 +137,7 @@ class MultiTaskBaseTrainer(Trainer):
         super().__init__(
             task=multi_task, model=multi_task_model, optimizer=optimizer, lr_schedule=lr_schedule,
             ema=ema, forward_model=forward_model, checkpoint_items=checkpoint_items,
-            check_loss=check_loss, runtime=runtime,
+            plan=plan, runtime=runtime,
         )
         names = list(multi_task.tasks)
         _check_names("multi_task_model.sub_tasks", multi_task_model.sub_tasks, names)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from torchgarden.runtime.precision import precision_dtype
+from torchgarden.runtime.strategy import SingleProcess, Strategy, resolve_strategy
 
 if TYPE_CHECKING:
     from torchgarden.config import RuntimeConfig
@@ -20,16 +21,13 @@ __all__ = ["RuntimeContext", "setup_runtime", "teardown_runtime"]
 
 _logger = logging.getLogger("torchgarden")
 
-_STRATEGIES = ("auto", "off", "single", "ddp", "fsdp")
-
-
 @dataclasses.dataclass(frozen=True)
 class RuntimeContext:
     """What the rest of a run needs to know about the process it runs in.
 
     Attributes:
         device: The device models and batches live on.
-        strategy: ``"single"``, ``"ddp"`` or ``"fsdp"``.
+        strategy: How the processes execute (``runtime.strategy``: one process, DDP, FSDP2).
         world_size: Number of processes (1 without torchrun).
         rank: This process' global rank.
         local_rank: This process' rank on its node.
@@ -38,7 +36,7 @@ class RuntimeContext:
     """
 
     device: torch.device = torch.device("cpu")
-    strategy: str = "single"
+    strategy: Strategy = dataclasses.field(default_factory=SingleProcess)
     world_size: int = 1
     rank: int = 0
     local_rank: int = 0
@@ -95,16 +93,12 @@ def _set_threads(requested: int | None) -> None:
 def setup_runtime(config: RuntimeConfig) -> RuntimeContext:
     """Applies ``config`` to this process and returns the resulting context.
 
-    Under ``torchrun`` (``WORLD_SIZE > 1`` in the environment) the default process group
-    is initialised with ``runtime.backend`` (``nccl`` on CUDA, else ``gloo``) unless one
-    exists already. Seeds ``random``, NumPy and torch with ``runtime.seed`` when set.
+    The strategy is :func:`~torchgarden.runtime.strategy.resolve_strategy`'s. Under a
+    distributed one the default process group is initialised with ``runtime.backend``
+    (``nccl`` on CUDA, else ``gloo``) unless one exists already. Seeds ``random``, NumPy
+    and torch with ``runtime.seed`` when set.
     """
-    strategy = config.distribution_strategy
-    if strategy not in _STRATEGIES:
-        raise ValueError(
-            f"runtime.distribution_strategy must be one of {', '.join(_STRATEGIES)}, "
-            f"got '{strategy}'."
-        )
+    strategy = resolve_strategy(config)
     _set_threads(config.num_threads)
     if config.flush_denormal:
         # TensorFlow flushes denormals by default; PyTorch on CPU does not, and tiny
@@ -116,51 +110,28 @@ def setup_runtime(config: RuntimeConfig) -> RuntimeContext:
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     device = _resolve_device(config.device, local_rank)
-
-    owns_group = False
-    if strategy in ("off", "single"):
-        resolved = "single"
-    elif world_size > 1 or strategy in ("ddp", "fsdp"):
-        resolved = "ddp" if strategy == "auto" else strategy
-    else:
-        resolved = "single"
-    if world_size > 1 and resolved != "single":
+    world_size, rank, owns_group = 1, 0, False
+    if strategy.distributed:
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            backend = config.backend or ("nccl" if device.type == "cuda" else "gloo")
             if device.type == "cuda":
                 torch.cuda.set_device(device)
-            dist.init_process_group(backend=backend)
+            dist.init_process_group(
+                backend=config.backend or ("nccl" if device.type == "cuda" else "gloo"))
             owns_group = True
         world_size, rank = dist.get_world_size(), dist.get_rank()
-    elif world_size > 1:
-        _logger.warning(
-            "WORLD_SIZE=%d but runtime.distribution_strategy='%s': every process trains "
-            "alone.", world_size, strategy,
-        )
-        world_size, rank = 1, 0
-    else:
-        world_size, rank = 1, 0
-        if resolved in ("ddp", "fsdp"):
-            resolved = "single"  # One process: DDP/FSDP would only add overhead.
-
+    elif int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        _logger.warning("WORLD_SIZE=%s but runtime.distribution_strategy='%s': every process "
+                        "trains alone.", os.environ["WORLD_SIZE"], config.distribution_strategy)
     if config.seed is not None:
         seed_host_rngs(config.seed)
         torch.manual_seed(config.seed)
-
     return RuntimeContext(
-        device=device,
-        strategy=resolved,
-        world_size=world_size,
-        rank=rank,
-        local_rank=local_rank,
-        autocast_dtype=precision_dtype(config.mixed_precision_dtype),
+        device=device, strategy=strategy, world_size=world_size, rank=rank,
+        local_rank=local_rank, autocast_dtype=precision_dtype(config.mixed_precision_dtype),
         owns_process_group=owns_group,
     )
 

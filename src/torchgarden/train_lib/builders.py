@@ -15,9 +15,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
-from torchgarden import distribute, optim
+from torchgarden import optim
 from torchgarden.checkpoint import BestCheckpointExporter
 from torchgarden.compile import choose_steps_per_call, compiled_train_step
 from torchgarden.config import (
@@ -29,38 +28,28 @@ from torchgarden.config import (
 )
 from torchgarden.core import StepFunction, Task, Trainer
 from torchgarden.data import InputContext
-from torchgarden.runtime import RuntimeContext, autocast_forward, setup_runtime
-from torchgarden.train_lib.model_dir import eval_dir
+from torchgarden.runtime import (
+    LossBound,
+    RuntimeContext,
+    StepPlan,
+    autocast_forward,
+    resolve_strategy,
+    setup_runtime,
+)
+from torchgarden.train_lib.model_dir import best_export_dir, eval_dir
 
 __all__ = [
-    "LossBound",
     "build_ema",
     "build_eval_inputs",
     "build_eval_metrics",
     "build_forward_model",
     "build_inputs",
-    "checkpoint_format",
+    "build_step_plan",
     "create_trainer",
     "optimizer_config_for",
     "maybe_create_best_ckpt_exporter",
+    "recovery_bound",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class LossBound:
-    """``trainer.recovery_check_every_step``: is a step's loss a blow-up?
-
-    Attributes:
-        upper_bound: ``trainer.loss_upper_bound``.
-        begin_steps: ``trainer.recovery_begin_steps``: the bound holds from this step on.
-    """
-
-    upper_bound: float
-    begin_steps: int
-
-    def __call__(self, step: int, loss: float) -> bool:
-        """True for a NaN loss, or a loss above the bound from ``begin_steps`` on."""
-        return loss != loss or (step >= self.begin_steps and loss > self.upper_bound)
 
 
 def create_trainer(
@@ -73,7 +62,7 @@ def create_trainer(
     runtime: RuntimeContext | None = None,
     trainer_cls: type[Trainer] | None = None,
 ) -> Trainer:
-    """Builds the model, optimizer, data and ``Trainer`` for ``task`` from ``params``.
+    """Builds the model, optimizer, data, step plan and ``Trainer`` for ``task`` from ``params``.
 
     Args:
         params: The experiment config.
@@ -86,18 +75,19 @@ def create_trainer(
         trainer_cls: A ``Trainer`` subclass to build instead of ``Trainer``.
     """
     runtime = runtime or setup_runtime(params.runtime)
-    cfg = params.trainer
+    trainer_cls = trainer_cls or Trainer
     model = task.build_model().to(runtime.device)
     optimizer = _create_optimizer(params, task, model) if train else None
+    ema = build_ema(params.trainer, model) if train else None
     eager_model = build_forward_model(model, runtime, optimizer)
-    forward_model, step_fn = eager_model, None
-    if params.runtime.enable_xla:
+    plan, step_fn = StepPlan(), None
+    if train:
+        plan, step_fn = build_step_plan(params, task, eager_model, optimizer, runtime,
+                                        ema=ema, trainer_cls=trainer_cls)
+    forward_model = eager_model
+    if params.runtime.enable_xla and (step_fn is None or params.runtime.compile_eval):
         forward_model = torch.compile(eager_model, mode=params.runtime.compile_mode)
-        if train:
-            step_fn = _compiled_step(params, task, eager_model, optimizer, runtime)
-        if step_fn is not None and not params.runtime.compile_eval:
-            forward_model = eager_model  # The graph trains; evaluation stays eager.
-    return (trainer_cls or Trainer)(
+    return trainer_cls(
         task=task,
         model=model,
         optimizer=optimizer,
@@ -106,17 +96,59 @@ def create_trainer(
         train_metrics=task.build_metrics(training=True) if train else (),
         eval_metrics=build_eval_metrics(task, params.task.validation_data) if evaluate else (),
         lr_schedule=optim.build_learning_rate(optimizer_config_for(params)) if train else None,
-        ema=build_ema(cfg, model) if train else None,
+        ema=ema,
         step_fn=step_fn,
         forward_model=forward_model,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps if train else 1,
+        plan=plan,
         checkpoint_items=getattr(model, "checkpoint_items", None) or {},
         checkpoint_exporter=maybe_create_best_ckpt_exporter(
-            params, model_dir if train or not model_dir else eval_dir(model_dir)
+            params, model_dir if train or not model_dir else eval_dir(model_dir), runtime
         ),
-        check_loss=_loss_bound(cfg) if train else None,
         runtime=runtime,
     )
+
+
+def recovery_bound(params: ExperimentConfig) -> LossBound | None:
+    """The blow-up test of ``trainer.loss_upper_bound`` / ``recovery_begin_steps``, or None
+    when recovery is off (``recovery_max_trials < 0``)."""
+    cfg = params.trainer
+    if cfg.recovery_max_trials < 0:
+        return None
+    return LossBound(cfg.loss_upper_bound, cfg.recovery_begin_steps)
+
+
+def build_step_plan(
+    params: ExperimentConfig, task: Task, model: nn.Module, optimizer: Any,
+    runtime: RuntimeContext, *, ema: Any, trainer_cls: type[Trainer],
+) -> tuple[StepPlan, StepFunction | None]:
+    """The run's frozen ``StepPlan`` and the compiled step it calls (None: ``task.train_step``).
+
+    What needs the host between steps -- the weight EMA, an overridden ``train_step``, a
+    loss check after every step (``trainer.recovery_check_every_step``) -- makes it one
+    step per call; blow-up recovery replays under ``plan.replay`` (one step per call,
+    checked), declared here, in one process (under torchrun, ranks roll back on the
+    loop's all-reduced loss only: per-step checks could stop them at different steps).
+    """
+    cfg, bound = params.trainer, recovery_bound(params)
+    host = [what for what, needed in (
+        ("the weight EMA", ema is not None),
+        ("an overridden train_step", trainer_cls.train_step is not Trainer.train_step),
+    ) if needed]
+    compiled = params.runtime.enable_xla
+    steps = choose_steps_per_call(model, cfg.steps_per_loop, params.runtime.steps_per_graph) \
+        if compiled else 1
+    plan = StepPlan.build(
+        steps_per_call=steps, accumulation_steps=cfg.gradient_accumulation_steps,
+        check_loss=bound if cfg.recovery_check_every_step else None,
+        replay_check=None if runtime.is_distributed else bound, host_between_steps=host,
+    )
+    step_fn = compiled_train_step(
+        task, model, optimizer, mode=params.runtime.compile_mode, strategy=runtime.strategy,
+        accumulation_steps=plan.accumulation_steps, steps_per_call=plan.steps_per_call,
+    ) if compiled else None
+    if step_fn is None and plan.steps_per_call > 1:  # Not covered: the eager step.
+        plan = dataclasses.replace(plan, steps_per_call=1)
+    return plan, step_fn
 
 
 def _create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
@@ -161,39 +193,15 @@ def optimizer_config_for(params: ExperimentConfig) -> OptimizationConfig:
 
 
 def build_forward_model(model: nn.Module, runtime: RuntimeContext, optimizer: Any) -> nn.Module:
-    """Wraps ``model`` for the runtime: autocast forward, then DDP or FSDP2.
-
-    Under FSDP2 the parameters are sharded in place and ``optimizer`` (built on the
-    unsharded ones) is pointed at the shards.
+    """Wraps ``model`` for the runtime: autocast forward, then the strategy's wrapper (DDP,
+    or FSDP2 sharding in place with ``optimizer`` pointed at the shards).
 
     Returns:
         The module train and eval steps call (``model`` itself unless DDP wraps it).
     """
     if runtime.autocast_dtype is not None:
         model = autocast_forward(model, runtime.device.type, runtime.autocast_dtype)
-    if runtime.strategy == "ddp":
-        ids = [runtime.device.index] if runtime.device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids)
-    if runtime.strategy == "fsdp":
-        replaced = distribute.shard_model(model)
-        if optimizer is not None:
-            distribute.rebind_optimizer(optimizer, replaced)
-    return model
-
-
-def _compiled_step(
-    params: ExperimentConfig, task: Task, model: nn.Module, optimizer: Any,
-    runtime: RuntimeContext,
-) -> StepFunction | None:
-    cfg = params.trainer
-    # Loss checks after every step and the weight EMA need the host between steps.
-    per_step = cfg.optimizer_config.ema is not None or _loss_bound(cfg) is not None
-    return compiled_train_step(
-        task, model, optimizer, mode=params.runtime.compile_mode, strategy=runtime.strategy,
-        accumulation_steps=cfg.gradient_accumulation_steps,
-        steps_per_call=1 if per_step else choose_steps_per_call(
-            model, cfg.steps_per_loop, params.runtime.steps_per_graph),
-    )
+    return runtime.strategy.wrap_model(model, optimizer=optimizer, device=runtime.device)
 
 
 def build_inputs(task: Task, data_config: DataConfig, runtime: RuntimeContext) -> Any:
@@ -239,24 +247,21 @@ def build_ema(trainer_config: TrainerConfig, model: nn.Module) -> optim.Exponent
     )
 
 
-def _loss_bound(trainer_config: TrainerConfig) -> LossBound | None:
-    if not trainer_config.recovery_check_every_step or trainer_config.recovery_max_trials < 0:
-        return None
-    return LossBound(trainer_config.loss_upper_bound, trainer_config.recovery_begin_steps)
-
-
 def maybe_create_best_ckpt_exporter(
-    params: ExperimentConfig, model_dir: str | os.PathLike[str] | None
+    params: ExperimentConfig, model_dir: str | os.PathLike[str] | None,
+    runtime: RuntimeContext | None = None,
 ) -> BestCheckpointExporter | None:
     """A ``BestCheckpointExporter`` when ``best_checkpoint_export_subdir`` and
-    ``best_checkpoint_eval_metric`` are both set, else None (REFERENCE §3.4)."""
-    trainer = params.trainer
-    subdir, metric = trainer.best_checkpoint_export_subdir, trainer.best_checkpoint_eval_metric
-    if not (model_dir and subdir and metric):
+    ``best_checkpoint_eval_metric`` are both set, else None (REFERENCE §3.4); it writes
+    in the checkpoint format of ``runtime``'s strategy (default one process)."""
+    export_dir = best_export_dir(params, model_dir)
+    if export_dir is None:
         return None
+    trainer = params.trainer
+    strategy = runtime.strategy if runtime is not None else resolve_strategy(params.runtime)
     return BestCheckpointExporter(
-        os.path.join(model_dir, subdir), metric, trainer.best_checkpoint_metric_comp,
-        checkpoint_format=checkpoint_format(params),
+        export_dir, trainer.best_checkpoint_eval_metric, trainer.best_checkpoint_metric_comp,
+        checkpoint_format=strategy.checkpoint_format(trainer.checkpoint_format),
     )
 
 
@@ -273,12 +278,3 @@ def build_eval_metrics(task: Task, validation_data: Any) -> Any:
     if isinstance(validation_data, Mapping):
         return {name: task.build_metrics(training=False) for name in validation_data}
     return task.build_metrics(training=False)
-
-
-def checkpoint_format(params: ExperimentConfig) -> str:
-    """``trainer.checkpoint_format`` resolved: ``"auto"`` is ``"dcp"`` for a run configured
-    for FSDP2 (at any world size, so a resumed run keeps the format), else ``"single"``."""
-    chosen = params.trainer.checkpoint_format
-    if chosen != "auto":
-        return chosen
-    return "dcp" if params.runtime.distribution_strategy == "fsdp" else "single"

@@ -17,7 +17,14 @@ import os
 
 from torchgarden.config import ExperimentConfig
 
-__all__ = ["EVAL_SUBDIR", "ModelDirError", "check_model_dir", "eval_dir"]
+__all__ = [
+    "EVAL_SUBDIR",
+    "ModelDirError",
+    "NoCheckpointError",
+    "best_export_dir",
+    "check_model_dir",
+    "eval_dir",
+]
 
 #: Where evaluation jobs write (summaries, best export): never where a trainer writes.
 EVAL_SUBDIR = "eval"
@@ -27,12 +34,29 @@ class ModelDirError(ValueError):
     """The model_dir cannot be used as it is (named, with what to do)."""
 
 
+class NoCheckpointError(ValueError):
+    """``eval`` was asked of a model_dir that holds no checkpoint."""
+
+
 def eval_dir(model_dir: str) -> str:
     """The directory an ``eval`` / ``continuous_eval`` job writes in."""
     return os.path.join(model_dir, EVAL_SUBDIR)
 
 
-def check_model_dir(model_dir: str | None, params: ExperimentConfig, *, training: bool) -> str:
+def best_export_dir(params: ExperimentConfig, directory: str | os.PathLike[str] | None) -> str | None:
+    """Where the best checkpoint is exported under ``directory``: its
+    ``best_checkpoint_export_subdir`` when that and ``best_checkpoint_eval_metric`` are set,
+    else None (no export)."""
+    cfg = params.trainer
+    subdir, metric = cfg.best_checkpoint_export_subdir, cfg.best_checkpoint_eval_metric
+    if not (directory and subdir and metric):
+        return None
+    return os.path.join(directory, subdir)
+
+
+def check_model_dir(
+    model_dir: str | os.PathLike[str] | None, params: ExperimentConfig, *, training: bool
+) -> str:
     """Checks that ``model_dir`` can be used, without writing anything; returns it.
 
     Args:
@@ -45,9 +69,9 @@ def check_model_dir(model_dir: str | None, params: ExperimentConfig, *, training
             not writable, or an entry the run writes is of the wrong kind.
     """
     if not model_dir:
-        raise ModelDirError(
-            "--model_dir is required: the directory for checkpoints and summaries."
-        )
+        raise ModelDirError("model_dir must be specified (--model_dir is required): the "
+                            "directory for checkpoints and summaries.")
+    model_dir = os.fspath(model_dir)
     _check_path(model_dir)
     cfg = params.trainer
     if training:

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from torchgarden import optim
 from torchgarden.config import ConfigError, ExperimentConfig
@@ -34,16 +33,16 @@ from torchgarden.multitask import (
     UniformTaskSampler,
 )
 from torchgarden.registry import RegistryError, get_task
-from torchgarden.runtime import RuntimeContext, autocast_forward
+from torchgarden.runtime import RuntimeContext, StepPlan, autocast_forward
 from torchgarden.train_lib.builders import (
     _create_optimizer,
-    _loss_bound,
     build_ema,
     build_eval_inputs,
     build_eval_metrics,
     build_inputs,
     maybe_create_best_ckpt_exporter,
     optimizer_config_for,
+    recovery_bound,
 )
 from torchgarden.train_lib.model_dir import eval_dir
 
@@ -78,10 +77,13 @@ def create_multitask_trainer(
     """
     cfg = params.trainer
     trainer_type = getattr(cfg, "trainer_type", _DEFAULT_TRAINER.trainer_type)
-    if runtime.strategy == "fsdp" or params.runtime.enable_xla:
+    if runtime.strategy.shards_parameters or params.runtime.enable_xla:
         key = "runtime.enable_xla" if params.runtime.enable_xla else "runtime.distribution_strategy"
         raise ConfigError(f"{key}: multi-task training runs eagerly, on one process or "
                           "under DDP; use distribution_strategy ddp and enable_xla false", key=key)
+    bound = recovery_bound(params)
+    plan = StepPlan.build(check_loss=bound if cfg.recovery_check_every_step else None,
+                          replay_check=None if runtime.is_distributed else bound)
     model = task.build_model().to(runtime.device)
     optimizer = _create_optimizer(params, task, model) if train else None
     tasks = task.tasks
@@ -97,7 +99,7 @@ def create_multitask_trainer(
         "ema": build_ema(cfg, model) if train else None,
         "forward_model": _forward_model(model, runtime, interleaving=trainer_type != "joint"),
         "checkpoint_items": getattr(model, "checkpoint_items", None) or {},
-        "check_loss": _loss_bound(cfg) if train else None,
+        "plan": plan,
         "runtime": runtime,
     }
     if train and trainer_type != "joint":
@@ -110,15 +112,13 @@ def create_multitask_trainer(
 
 
 def _forward_model(model: nn.Module, runtime: RuntimeContext, *, interleaving: bool) -> nn.Module:
-    """Autocast on each sub-model's forward, then DDP over the whole model (unused
-    parameters allowed when one task trains per step)."""
+    """Autocast on each sub-model's forward, then the strategy's wrapper over the whole
+    model (DDP: unused parameters allowed when one task trains per step)."""
     if runtime.autocast_dtype is not None:
         for sub in {id(m): m for m in model.sub_tasks.values()}.values():
             autocast_forward(sub, runtime.device.type, runtime.autocast_dtype)
-    if runtime.strategy != "ddp":
-        return model
-    ids = [runtime.device.index] if runtime.device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=interleaving)
+    return runtime.strategy.wrap_model(model, device=runtime.device,
+                                       find_unused_parameters=interleaving)
 
 
 def build_eval_tasks(
@@ -171,7 +171,7 @@ def create_evaluator(
         global_step=trainer.global_step,
         ema=trainer.ema,
         checkpoint_exporter=maybe_create_best_ckpt_exporter(
-            params, model_dir if training else eval_dir(model_dir)),
+            params, model_dir if training else eval_dir(model_dir), runtime),
         checkpoint=trainer.checkpoint,
         runtime=runtime,
     )

@@ -1,4 +1,4 @@
-"""Blow-up recovery wired to a Trainer: rollback target, per-step replay, batch skipping.
+"""Blow-up recovery wired to a Trainer: rollback target, replay plan, batch skipping.
 
 ``callbacks.RecoveryAction`` decides *when* to roll back and what to skip; this module
 gives it the Trainer-side means (:class:`TrainerRecoveryHooks`) and the state to roll
@@ -7,49 +7,36 @@ back to when no checkpoint exists yet (:class:`InitialState`).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from torchgarden.callbacks import RecoveryAction
 from torchgarden.checkpoint import CheckpointManager
 from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
-from torchgarden.train_lib.builders import LossBound
 
-__all__ = ["InitialState", "TrainerRecoveryHooks", "build_recovery_action"]
-
-_logger = logging.getLogger("torchgarden")
+__all__ = ["InitialState", "TrainerRecoveryHooks", "build_recovery"]
 
 
 class TrainerRecoveryHooks:
-    """:class:`~torchgarden.callbacks.RecoveryHooks` over a Trainer's loss check and its
-    train ``DataIterator``.
+    """:class:`~torchgarden.callbacks.RecoveryHooks` over a Trainer's step plan and its
+    train ``DataIterator``: a replay runs under ``trainer.plan.replay`` (one step per
+    call, the loss checked after each).
 
     Args:
-        trainer: The trainer whose ``check_loss`` is switched and whose data is skipped.
-        bound: The per-step blow-up test used while replaying.
+        trainer: The trainer whose loops replay and whose data is skipped.
         data_source: How the train data is named in messages (its file, or its config key).
-        always: Whether per-step checks are configured on anyway
-            (``trainer.recovery_check_every_step``).
-        batches_per_step: Batches one step reads (``gradient_accumulation_steps``).
     """
 
-    def __init__(
-        self, trainer: Trainer, bound: LossBound, data_source: str, *, always: bool,
-        batches_per_step: int = 1,
-    ) -> None:
+    def __init__(self, trainer: Trainer, data_source: str) -> None:
         self._trainer = trainer
-        self._batches_per_step = batches_per_step
-        self._bound = bound
         self._data_source = data_source
-        self._always = always
 
     @property
     def checking_every_step(self) -> bool:
-        return self._trainer.check_loss is not None
+        return self._trainer.active_plan.check_loss is not None
 
     def check_every_step(self, enabled: bool) -> None:
-        self._trainer.check_loss = self._bound if (enabled or self._always) else None
+        self._trainer.replaying = enabled
 
     def _iterator(self) -> Any:
         return self._trainer.checkpoint.items.get("train_iterator")
@@ -58,7 +45,7 @@ class TrainerRecoveryHooks:
         iterator = self._iterator()
         if iterator is None or not hasattr(iterator, "last_positions"):
             return []
-        return iterator.last_positions(self._batches_per_step)
+        return iterator.last_positions(self._trainer.plan.accumulation_steps)
 
     def skip(self, batches: list[Any]) -> None:
         iterator = self._iterator()
@@ -75,62 +62,57 @@ class InitialState:
     until the first checkpoint exists (Orbit's ``restore_or_initialize`` would otherwise
     leave blown-up weights in place when there is nothing to restore).
 
+    A callback: the copy is taken when training begins (after ``init_checkpoint`` was
+    loaded) and dropped at the first checkpoint.
+
     Args:
         trainer: Whose ``checkpoint`` items are copied.
         manager: The run's checkpoint manager; once it holds a checkpoint, that is restored
-            instead and the copy is dropped.
+            instead.
     """
 
     def __init__(self, trainer: Trainer, manager: CheckpointManager) -> None:
         self._checkpoint = trainer.checkpoint
         self._manager = manager
-        self._state: dict[str, Any] | None = self._checkpoint.snapshot()
+        self._state: dict[str, Any] | None = None
+        self._dropped = False
+
+    def on_train_begin(self, step: int) -> None:
+        """Copies the state before the first step (once)."""
+        del step
+        if self._state is None and not self._dropped:
+            self._state = self._checkpoint.snapshot()
 
     def on_checkpoint_saved(self, step: int, path: str) -> None:
         """A checkpoint exists now: the copy is no longer needed."""
         del step, path
-        self._state = None
+        self._state, self._dropped = None, True
 
     def restore(self) -> str | None:
         """Restores the last finite checkpoint, else the initial state; says which."""
         if self._manager.latest_checkpoint is not None or self._state is None:
-            self._state = None
+            self._state, self._dropped = None, True
             return self._manager.restore_or_initialize()
         self._checkpoint.load_state_dict(self._state)
         return "the initial state (step 0)"
 
 
-def build_recovery_action(
+def build_recovery(
     params: ExperimentConfig, trainer: Trainer, checkpoint_manager: CheckpointManager,
-    *, fresh_start: bool, callbacks: list[Any] | None = None,
-) -> RecoveryAction | None:
-    """Model Garden's blow-up recovery with batch skipping, unless ``recovery_max_trials < 0``.
+    *, fresh_start: bool,
+) -> tuple[RecoveryAction | None, InitialState | None]:
+    """Model Garden's blow-up recovery with batch skipping (unless ``recovery_max_trials <
+    0``), and the initial state it rolls back to on a fresh start (a callback).
 
-    Args:
-        params: The experiment config (``trainer.recovery_*``, ``loss_upper_bound``).
-        trainer: The trainer.
-        checkpoint_manager: Restores the last finite checkpoint.
-        fresh_start: No checkpoint was restored: keep the initial state to roll back to.
-        callbacks: The Controller's callbacks; the initial state joins them to be dropped
-            at the first checkpoint.
+    Batches are skipped where the trainer's plan declares a replay (one process).
     """
     cfg = params.trainer
     if cfg.recovery_max_trials < 0:
-        return None
-    bound = LossBound(cfg.loss_upper_bound, cfg.recovery_begin_steps)
-    # Per-step checks read each rank's own loss, so under torchrun ranks could stop at
-    # different steps: there, recovery rolls back on the loop's all-reduced loss only.
-    hooks = None if trainer.runtime.is_distributed else TrainerRecoveryHooks(
-        trainer, bound, _data_source(params), always=cfg.recovery_check_every_step,
-        batches_per_step=cfg.gradient_accumulation_steps,
-    )
-    initial = (
-        InitialState(trainer, checkpoint_manager)
-        if fresh_start and cfg.recovery_max_trials > 0 else None
-    )
-    if initial is not None and callbacks is not None:
-        callbacks.append(initial)
-    return RecoveryAction(
+        return None, None
+    hooks = TrainerRecoveryHooks(trainer, _data_source(params)) if trainer.plan.replay else None
+    initial = (InitialState(trainer, checkpoint_manager)
+               if fresh_start and cfg.recovery_max_trials > 0 else None)
+    action = RecoveryAction(
         checkpoint_manager=checkpoint_manager,
         loss_upper_bound=cfg.loss_upper_bound,
         recovery_begin_steps=cfg.recovery_begin_steps,
@@ -139,6 +121,7 @@ def build_recovery_action(
         restore=initial.restore if initial is not None else None,
         hooks=hooks,
     )
+    return action, initial
 
 
 def _data_source(params: ExperimentConfig) -> str:

@@ -135,16 +135,17 @@ class RunLock:
         finally:
             os.close(fd)
 
-    def remove_created(self, *, keep: tuple[str, ...] = ()) -> None:
+    def remove_created(self, *, keep: tuple[str, ...] | None = ()) -> None:
         """Deletes what this process created: the entries that were not in the directory
-        when the lock was taken (except those named in ``keep``), then the lock, then the
-        directory and its parents if this process made them and they are empty.
+        when the lock was taken (except those named in ``keep``; None keeps them all),
+        then the lock, then the directory and its parents if this process made them and
+        they are empty.
 
         It acts only while the lock is held, so no other writer's files are touched.
         """
         if not self.held:
             return
-        for entry in _listdir(self.directory):
+        for entry in _listdir(self.directory) if keep is not None else ():
             if entry in keep or entry == LOCK_FILE or entry in self.preexisting:
                 continue
             path = os.path.join(self.directory, entry)

@@ -1,28 +1,37 @@
-"""Configs become objects here too: the checkpoint manager, the Controller and its actions.
+"""Configs become objects here too: the run's parts, its checkpoint manager, the Controller.
 
-The Controller never sees a config; these builders read ``trainer`` settings and hand
-it built objects (summary managers, a checkpoint manager, actions, callbacks).
+``run_experiment`` calls :func:`build_run` (trainer, evaluator, checkpoint manager, the
+checkpoint to resume) and :func:`restored_controller` (callbacks, recovery, preemption,
+summaries: the Controller, which restores). The Controller never sees a config; these
+builders read ``trainer`` settings and hand it built objects.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from torchgarden.callbacks import ExportOnBest
-from torchgarden.checkpoint import CheckpointManager
+from torchgarden.checkpoint import CheckpointManager, CheckpointMismatchError
 from torchgarden.config import ExperimentConfig
-from torchgarden.core import Trainer
+from torchgarden.config.multitask import MultiEvalExperimentConfig
+from torchgarden.core import Task, Trainer
 from torchgarden.export import start_export
 from torchgarden.loop import Controller
 from torchgarden.loop.progress import FirstLoopNotice
+from torchgarden.multitask import MultiTask
+from torchgarden.registry import get_task
+from torchgarden.runtime import RuntimeContext, seed_host_rngs, setup_runtime, teardown_runtime
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
 from torchgarden.summary import SummaryManager, SummaryManagerInterface
-from torchgarden.train_lib.builders import checkpoint_format
-from torchgarden.train_lib.model_dir import EVAL_SUBDIR
+from torchgarden.train_lib.builders import create_trainer
+from torchgarden.train_lib.model_dir import EVAL_SUBDIR, NoCheckpointError
+from torchgarden.train_lib.multitask import create_evaluator, create_multitask_trainer
 from torchgarden.train_lib.observability import (
     TrackersClosed,
     build_loop_monitor,
@@ -30,16 +39,144 @@ from torchgarden.train_lib.observability import (
     build_trackers,
     warn_if_schedule_ends_early,
 )
+from torchgarden.train_lib.recovery import build_recovery
+from torchgarden.train_lib.resume import (
+    ConfiguredOptimizer,
+    check_best_metric,
+    check_resume_compatible,
+)
 from torchgarden.utils.files import atomic_write_text
 
 __all__ = [
     "ConfigWriter",
+    "Run",
     "build_checkpoint_manager",
     "build_controller",
     "build_export_callback",
     "build_preemption_watcher",
+    "build_run",
+    "create_evaluator",
+    "create_trainer",
+    "restored_controller",
     "serialize_config",
+    "setup_runtime",
+    "teardown_runtime",
 ]
+
+
+@dataclasses.dataclass
+class Run:
+    """A run's built parts (:func:`build_run`); a context manager that closes them."""
+
+    trainer: Trainer
+    evaluator: Any
+    checkpoint_manager: CheckpointManager
+    model_dir: str
+    training: bool
+    #: The checkpoint that will be restored, ``(path, meta)``; None on a fresh start.
+    resumed: tuple[str, dict[str, Any]] | None
+    preemption: PreemptionWatcher | None
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.trainer.close()  # Loader workers end now, not whenever the collector runs.
+        self.checkpoint_manager.close()  # Its writer thread and (DCP) gloo group too.
+
+    @contextlib.contextmanager
+    def signals_watched(self) -> Iterator[None]:
+        """The preemption signals turned into a checkpoint and an exit (training)."""
+        if self.preemption is None:
+            yield
+            return
+        self.trainer.preemption = self.preemption
+        self.preemption.install()
+        try:
+            yield
+        finally:
+            self.preemption.uninstall()
+            self.trainer.preemption = None
+
+
+def build_run(
+    params: ExperimentConfig, *, mode: str, model_dir: str, task: Task | None,
+    trainer: Trainer | None, evaluator: Any, runtime: RuntimeContext, run_post_eval: bool,
+) -> Run:
+    """Builds what ``mode`` runs and finds the checkpoint it resumes (checked: it was
+    written for this task and model; the best-checkpoint metric names an eval log).
+
+    Raises:
+        NoCheckpointError: ``eval`` of a model_dir without a checkpoint or init_checkpoint.
+    """
+    training, evaluating = "train" in mode, "eval" in mode or run_post_eval
+    task = task or get_task(params.task, logging_dir=model_dir)
+    multi_eval = isinstance(params, MultiEvalExperimentConfig)
+    if trainer is None and isinstance(task, MultiTask):
+        trainer = create_multitask_trainer(params, task, train=training, runtime=runtime)
+    elif trainer is None:
+        trainer = create_trainer(params, task, train=training, model_dir=model_dir,
+                                 runtime=runtime, evaluate=evaluating and not multi_eval)
+    if evaluator is None:
+        evaluator = create_evaluator(params, task, trainer, evaluate=evaluating,
+                                     model_dir=model_dir)
+    manager = build_checkpoint_manager(params, trainer, model_dir)
+    resumed = manager.prepare_restore()
+    if mode == "eval" and resumed is None and not params.task.init_checkpoint:
+        raise NoCheckpointError(
+            f"--model_dir {model_dir} holds no checkpoint (ckpt-<step>/) to evaluate; train "
+            "first, point --model_dir at a trained run, or set task.init_checkpoint.")
+    if training:
+        check_resume_compatible(params, model_dir, checkpoint=resumed)
+        if evaluating or not multi_eval:
+            check_best_metric(params, task, evaluator)  # (Its eval tasks run only then.)
+        if trainer.optimizer is not None and "optimizer" in trainer.checkpoint:
+            trainer.checkpoint.add(optimizer=ConfiguredOptimizer(
+                trainer.optimizer, trainer.checkpoint["optimizer"]))
+    return Run(trainer=trainer, evaluator=evaluator, checkpoint_manager=manager,
+               model_dir=model_dir, training=training, resumed=resumed,
+               preemption=build_preemption_watcher(params) if training else None)
+
+
+def restored_controller(
+    run: Run, params: ExperimentConfig, *, mode: str, save_summary: bool,
+    callbacks: Iterable[Any], summary_manager: SummaryManagerInterface | None,
+    eval_summary_manager: SummaryManagerInterface | None, train_actions: Sequence[Any],
+    eval_actions: Sequence[Any],
+) -> Controller:
+    """The Controller of ``run``, which restores the checkpoint found (or initialises),
+    with the run's callbacks: the given ones (their state resumes with the run), the
+    config writer, the export of each new best checkpoint and blow-up recovery."""
+    trainer, manager, chief = run.trainer, run.checkpoint_manager, run.trainer.runtime.is_chief
+    if run.training and chief:  # The run lock is held: no other writer.
+        manager.remove_leftovers()  # Of a save or delete cut short by a kill.
+    callbacks = list(callbacks)
+    for index, callback in enumerate(callbacks):  # Early-stopping counters, best values.
+        if hasattr(callback, "state_dict") and hasattr(callback, "load_state_dict"):
+            trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
+    recovery, initial = build_recovery(params, trainer, manager, fresh_start=run.resumed is None) \
+        if run.training else (None, None)
+    if run.training:
+        callbacks += [c for c in (ConfigWriter(params, run.model_dir) if chief else None,
+                                  build_export_callback(params, run.evaluator, run.model_dir),
+                                  initial) if c is not None]
+    if run.resumed is None and params.runtime.seed is not None:
+        seed_host_rngs(params.runtime.seed)  # Imports while building drew from them.
+    try:
+        return build_controller(
+            params, trainer, evaluator=run.evaluator, mode=mode, model_dir=run.model_dir,
+            checkpoint_manager=manager, save_summary=save_summary,
+            summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
+            callbacks=callbacks, eval_actions=eval_actions, preemption=run.preemption,
+            train_actions=[*train_actions, *([recovery] if recovery is not None else [])])
+    except CheckpointMismatchError as e:
+        latest = manager.latest_checkpoint
+        if latest is None:  # From task.init_checkpoint, whose message says what to fix.
+            raise
+        raise CheckpointMismatchError(
+            f"{str(e).rstrip('. ')}. It cannot be resumed under this config: use a new "
+            f"model_dir (with task.init_checkpoint={latest} to start from its weights) or "
+            "the config it was written with.") from e
 
 
 def serialize_config(params: ExperimentConfig, model_dir: str | os.PathLike[str]) -> str:
@@ -80,7 +217,8 @@ class ConfigWriter:
 def build_checkpoint_manager(
     params: ExperimentConfig, trainer: Trainer, model_dir: str
 ) -> CheckpointManager:
-    """The manager of ``model_dir/ckpt-<step>`` for the trainer's checkpoint.
+    """The manager of ``model_dir/ckpt-<step>`` for the trainer's checkpoint, in the format
+    the run's strategy writes (``trainer.checkpoint_format``, ``auto``: the strategy's).
 
     Every rank restores. In the single-file format only rank 0 writes (with FSDP2 every
     rank takes part in gathering the state for it); in the sharded (DCP) format every
@@ -95,7 +233,7 @@ def build_checkpoint_manager(
         init_fn=trainer.initialize,
         enable_async=cfg.enable_async_checkpointing,
         config=params.as_dict(),
-        checkpoint_format=checkpoint_format(params),
+        checkpoint_format=trainer.runtime.strategy.checkpoint_format(cfg.checkpoint_format),
     )
 
 
