@@ -96,3 +96,27 @@ def test_help_and_list_do_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "image_classification" in out.stdout and "toy_regression" in out.stdout
+
+
+def test_a_busy_model_dir_is_refused_before_torch_is_imported(tmp_path):
+    """run_experiment takes the lock before it builds anything (torch included): a second
+    `train` on a model_dir in use is refused at once, not after the model is built."""
+    model_dir = str(tmp_path / "run")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from torchgarden.train_lib.run_lock import RunLock\n"
+         "RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(120)",
+         model_dir], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        cli = ("import sys\nfrom torchgarden.cli.main import main\nstatus = main(sys.argv[1:])\n"
+               "print('torch imported:', 'torch' in sys.modules)\nsys.exit(status)")
+        done = subprocess.run(
+            [sys.executable, "-c", cli, "train", "--experiment", "toy_regression",
+             "--model_dir", model_dir], capture_output=True, text=True, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 2, done.stderr
+    assert f"is in use: pid {holder.pid} on host" in done.stderr
+    assert "torch imported: False" in done.stdout
