@@ -31,8 +31,8 @@ ON, OFF = "metrics.jsonl + throughput on", "both off"
 
 
 def _controller(model_dir: str, observe: bool) -> object:
-    from torchgarden.train_lib import create_trainer
-    from torchgarden.train_lib.wiring import build_checkpoint_manager, build_controller
+    from torchgarden.runtime import setup_runtime
+    from torchgarden.train_lib.wiring import build_controller, build_run
 
     workload = tiny_linear()
     params = c._config(workload, 10**9, "cpu")
@@ -42,13 +42,9 @@ def _controller(model_dir: str, observe: bool) -> object:
         "summary_interval": c.STEPS_PER_LOOP,
     }})
     task = c._bench_task(workload, params.task)
-    trainer = create_trainer(params, task, train=True, evaluate=False, model_dir=model_dir)
-    return build_controller(
-        params, trainer, mode="train", model_dir=model_dir,
-        checkpoint_manager=build_checkpoint_manager(params, trainer, model_dir),
-        save_summary=True, summary_manager=None, eval_summary_manager=None,
-        callbacks=[], train_actions=[], eval_actions=[],
-    )
+    run = build_run(params, mode="train", model_dir=model_dir, task=task, trainer=None,
+                    evaluator=None, runtime=setup_runtime(params.runtime), run_post_eval=False)
+    return build_controller(run, params, mode="train")
 
 
 def _chunks(controller: Any) -> Callable[[int], None]:

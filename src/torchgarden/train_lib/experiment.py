@@ -118,7 +118,7 @@ def run_experiment(
                                   run_post_eval=run_post_eval) as run:
                 # Restore: the newest checkpoint that verifies, written for this task and
                 # model (the Controller applies it, or initialises a fresh run).
-                controller = wiring.restored_controller(
+                controller = wiring.build_controller(
                     run, params, mode=mode, save_summary=save_summary, callbacks=callbacks,
                     summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
                     train_actions=train_actions or [], eval_actions=eval_actions or [])

@@ -1,11 +1,12 @@
 """Configs become the run's observers: summary managers and trackers, the loop monitor
 (throughput, profiler window), the compile notice and the learning-rate check.
 
-See docs/observability.md. ``build_controller`` (``wiring``) calls these.
+See docs/observability.md. ``build_controller`` (``wiring``) calls :func:`build_observers`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Any
@@ -15,20 +16,24 @@ from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
 from torchgarden.loop import LoopMonitor, ProfilerWindow, ThroughputMeter
 from torchgarden.loop.flops import FirstBatchFlops
+from torchgarden.loop.progress import FirstLoopNotice
 from torchgarden.loop.throughput import peak_flops_per_device
 from torchgarden.summary import (
     METRICS_FILE,
     ImageScalarSummaryManager,
     MetricsFile,
     SummaryManager,
+    SummaryManagerInterface,
     Tracker,
 )
 from torchgarden.train_lib.builders import optimizer_config_for
+from torchgarden.train_lib.model_dir import EVAL_SUBDIR
 
 __all__ = [
+    "Observers",
     "TrackersClosed",
     "build_loop_monitor",
-    "build_summary_managers",
+    "build_observers",
     "build_trackers",
     "schedule_end_step",
     "warn_if_schedule_ends_early",
@@ -71,30 +76,57 @@ class TrackersClosed:
             tracker.close()
 
 
-def build_summary_managers(
-    params: ExperimentConfig, trainer: Trainer, *, model_dir: str, eval_dir: str,
-    training: bool, trackers: list[Tracker],
-) -> tuple[SummaryManager, SummaryManager]:
-    """The train and eval managers: TensorBoard (``runtime.trackers``), the metrics file
-    (``trainer.metrics_file``) and the trackers, all fed by the same writes.
+@dataclasses.dataclass
+class Observers:
+    """What watches a run (docs/observability.md): summary managers, callbacks, monitor."""
 
-    A training run records into ``model_dir/metrics.jsonl``; an evaluation job (never
-    writing where a trainer writes) into ``<eval_dir>/metrics.jsonl``.
+    summary_manager: SummaryManagerInterface
+    eval_summary_manager: SummaryManagerInterface
+    callbacks: list[Any]
+    monitor: LoopMonitor | None
+
+
+def build_observers(
+    params: ExperimentConfig, trainer: Trainer, *, model_dir: str, training: bool,
+    save_summary: bool, summary_manager: SummaryManagerInterface | None = None,
+    eval_summary_manager: SummaryManagerInterface | None = None,
+) -> Observers:
+    """The managers that feed TensorBoard (``runtime.trackers``), the metrics file
+    (``trainer.metrics_file``) and the trackers from the same writes (the given ones
+    instead where given; none on other ranks than the chief or without ``save_summary``);
+    when training also the throughput and profiler monitor, the compile notice, and a
+    warning when the learning-rate schedule ends before ``train_steps``.
+
+    A training run records into ``model_dir/{train,validation}`` and ``metrics.jsonl``; an
+    evaluation job (never writing where a trainer writes) into ``model_dir/eval/``.
     """
-    cfg = params.trainer
-    sinks: list[Tracker] = list(trackers) if training else []
+    cfg, chief = params.trainer, trainer.runtime.is_chief
+    trackers = build_trackers(params, model_dir) if training and save_summary else []
+    for tracker in trackers:  # On every rank: checkpoints hold the same items everywhere.
+        trainer.checkpoint.add_optional(**{f"tracker_{tracker.name}": tracker})
+    callbacks: list[Any] = [TrackersClosed(trackers)] if trackers and chief else []
+    if training and chief:
+        warn_if_schedule_ends_early(params)
+        if params.runtime.enable_xla:
+            callbacks.append(FirstLoopNotice("torch.compile"))
+    monitor = build_loop_monitor(params, trainer, model_dir) if training else None
+    if not (save_summary and chief):
+        return Observers(SummaryManager(None), SummaryManager(None), callbacks, monitor)
+    eval_dir = os.path.join(model_dir, cfg.validation_summary_subdir if training else EVAL_SUBDIR)
+    sinks: list[Tracker] = list(trackers)
     if cfg.metrics_file:
-        directory = model_dir if training else eval_dir
-        sinks.insert(0, MetricsFile(os.path.join(directory, METRICS_FILE)))
+        sinks.insert(0, MetricsFile(os.path.join(model_dir if training else eval_dir,
+                                                 METRICS_FILE)))
     tensorboard = "tensorboard" in params.runtime.trackers
     step = trainer.global_step.__int__
-    train = SummaryManager(os.path.join(model_dir, "train") if tensorboard else None,
-                           global_step=step, trackers=sinks, split="train")
-    eval_split = os.path.basename(os.path.normpath(eval_dir))
+    train = summary_manager or SummaryManager(
+        os.path.join(model_dir, "train") if tensorboard else None, global_step=step,
+        trackers=sinks, split="train")
     eval_cls = ImageScalarSummaryManager if params.task.allow_image_summary else SummaryManager
-    evaluation = eval_cls(eval_dir if tensorboard else None, global_step=step, trackers=sinks,
-                          split=eval_split)
-    return train, evaluation
+    evaluation = eval_summary_manager or eval_cls(
+        eval_dir if tensorboard else None, global_step=step, trackers=sinks,
+        split=os.path.basename(os.path.normpath(eval_dir)))
+    return Observers(train, evaluation, callbacks, monitor)
 
 
 def build_loop_monitor(params: ExperimentConfig, trainer: Trainer, model_dir: str) -> LoopMonitor:

@@ -1,8 +1,8 @@
 """Configs become objects here too: the run's parts, its checkpoint manager, the Controller.
 
 ``run_experiment`` calls :func:`build_run` (trainer, evaluator, checkpoint manager, the
-checkpoint to resume) and :func:`restored_controller` (callbacks, recovery, preemption,
-summaries: the Controller, which restores). The Controller never sees a config; these
+checkpoint to resume) and :func:`build_controller` (callbacks, recovery, summaries: the
+Controller, which restores). The Controller never sees a config; these
 builders read ``trainer`` settings and hand it built objects.
 """
 
@@ -16,29 +16,22 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from torchgarden.callbacks import ExportOnBest
+from torchgarden.callbacks import ExportOnBest, RecoveryAction
 from torchgarden.checkpoint import CheckpointManager, CheckpointMismatchError
 from torchgarden.config import ExperimentConfig
 from torchgarden.config.multitask import MultiEvalExperimentConfig
 from torchgarden.core import Task, Trainer
 from torchgarden.export import start_export
 from torchgarden.loop import Controller
-from torchgarden.loop.progress import FirstLoopNotice
 from torchgarden.multitask import MultiTask
 from torchgarden.registry import get_task
 from torchgarden.runtime import RuntimeContext, seed_host_rngs, setup_runtime, teardown_runtime
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
-from torchgarden.summary import SummaryManager, SummaryManagerInterface
+from torchgarden.summary import SummaryManagerInterface
 from torchgarden.train_lib.builders import create_trainer
-from torchgarden.train_lib.model_dir import EVAL_SUBDIR, NoCheckpointError
+from torchgarden.train_lib.model_dir import NoCheckpointError
 from torchgarden.train_lib.multitask import create_evaluator, create_multitask_trainer
-from torchgarden.train_lib.observability import (
-    TrackersClosed,
-    build_loop_monitor,
-    build_summary_managers,
-    build_trackers,
-    warn_if_schedule_ends_early,
-)
+from torchgarden.train_lib.observability import build_observers
 from torchgarden.train_lib.recovery import build_recovery
 from torchgarden.train_lib.resume import (
     ConfiguredOptimizer,
@@ -57,7 +50,6 @@ __all__ = [
     "build_run",
     "create_evaluator",
     "create_trainer",
-    "restored_controller",
     "serialize_config",
     "setup_runtime",
     "teardown_runtime",
@@ -136,47 +128,6 @@ def build_run(
     return Run(trainer=trainer, evaluator=evaluator, checkpoint_manager=manager,
                model_dir=model_dir, training=training, resumed=resumed,
                preemption=build_preemption_watcher(params) if training else None)
-
-
-def restored_controller(
-    run: Run, params: ExperimentConfig, *, mode: str, save_summary: bool,
-    callbacks: Iterable[Any], summary_manager: SummaryManagerInterface | None,
-    eval_summary_manager: SummaryManagerInterface | None, train_actions: Sequence[Any],
-    eval_actions: Sequence[Any],
-) -> Controller:
-    """The Controller of ``run``, which restores the checkpoint found (or initialises),
-    with the run's callbacks: the given ones (their state resumes with the run), the
-    config writer, the export of each new best checkpoint and blow-up recovery."""
-    trainer, manager, chief = run.trainer, run.checkpoint_manager, run.trainer.runtime.is_chief
-    if run.training and chief:  # The run lock is held: no other writer.
-        manager.remove_leftovers()  # Of a save or delete cut short by a kill.
-    callbacks = list(callbacks)
-    for index, callback in enumerate(callbacks):  # Early-stopping counters, best values.
-        if hasattr(callback, "state_dict") and hasattr(callback, "load_state_dict"):
-            trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
-    recovery, initial = build_recovery(params, trainer, manager, fresh_start=run.resumed is None) \
-        if run.training else (None, None)
-    if run.training:
-        callbacks += [c for c in (ConfigWriter(params, run.model_dir) if chief else None,
-                                  build_export_callback(params, run.evaluator, run.model_dir),
-                                  initial) if c is not None]
-    if run.resumed is None and params.runtime.seed is not None:
-        seed_host_rngs(params.runtime.seed)  # Imports while building drew from them.
-    try:
-        return build_controller(
-            params, trainer, evaluator=run.evaluator, mode=mode, model_dir=run.model_dir,
-            checkpoint_manager=manager, save_summary=save_summary,
-            summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
-            callbacks=callbacks, eval_actions=eval_actions, preemption=run.preemption,
-            train_actions=[*train_actions, *([recovery] if recovery is not None else [])])
-    except CheckpointMismatchError as e:
-        latest = manager.latest_checkpoint
-        if latest is None:  # From task.init_checkpoint, whose message says what to fix.
-            raise
-        raise CheckpointMismatchError(
-            f"{str(e).rstrip('. ')}. It cannot be resumed under this config: use a new "
-            f"model_dir (with task.init_checkpoint={latest} to start from its weights) or "
-            "the config it was written with.") from e
 
 
 def serialize_config(params: ExperimentConfig, model_dir: str | os.PathLike[str]) -> str:
@@ -264,73 +215,69 @@ def build_preemption_watcher(params: ExperimentConfig) -> PreemptionWatcher | No
 
 
 def build_controller(
-    params: ExperimentConfig,
-    trainer: Trainer,
-    *,
-    mode: str,
-    model_dir: str,
-    checkpoint_manager: CheckpointManager,
-    save_summary: bool,
-    summary_manager: SummaryManagerInterface | None,
-    eval_summary_manager: SummaryManagerInterface | None,
-    callbacks: Sequence[Any],
-    train_actions: Sequence[Any],
-    eval_actions: Sequence[Any],
-    preemption: PreemptionWatcher | None = None,
-    evaluator: Any = None,
+    run: Run, params: ExperimentConfig, *, mode: str, save_summary: bool = True,
+    callbacks: Iterable[Any] = (), summary_manager: SummaryManagerInterface | None = None,
+    eval_summary_manager: SummaryManagerInterface | None = None,
+    train_actions: Sequence[Any] = (), eval_actions: Sequence[Any] = (),
 ) -> Controller:
-    """The Controller for ``mode``; it restores the latest checkpoint (or initialises).
+    """The Controller of ``run`` for ``mode``; it restores the checkpoint found (or
+    initialises a fresh run).
 
-    ``evaluator`` evaluates (default: the trainer), e.g. a ``MultiTaskEvaluator``.
-
-    Training modes also get the observers of docs/observability.md: trackers (their run
-    ids join the checkpoint, and a ``TrackersClosed`` callback ends their runs with the
-    experiment), throughput, the profiler window, the compile notice, and a warning
-    when the learning-rate schedule ends before ``train_steps``.
+    Besides the given callbacks (their state resumes with the run), a training run gets
+    the config writer, the export of each new best checkpoint, blow-up recovery (a train
+    action, and the initial state it rolls back to) and the observers of
+    docs/observability.md.
     """
-    cfg = params.trainer
+    trainer, cfg, training = run.trainer, params.trainer, run.training
+    observers = build_observers(
+        params, trainer, model_dir=run.model_dir, training=training, save_summary=save_summary,
+        summary_manager=summary_manager, eval_summary_manager=eval_summary_manager)
+    callbacks, recovery = _run_callbacks(run, params, list(callbacks))
+    if run.resumed is None and params.runtime.seed is not None:
+        seed_host_rngs(params.runtime.seed)  # Imports while building drew from them.
+    try:
+        return Controller(
+            global_step=trainer.global_step,
+            trainer=trainer if training else None,
+            evaluator=run.evaluator,
+            steps_per_loop=cfg.steps_per_loop if training else None,
+            checkpoint_manager=run.checkpoint_manager,
+            summary_interval=cfg.summary_interval if training and save_summary else None,
+            summary_manager=observers.summary_manager,
+            eval_summary_manager=observers.eval_summary_manager,
+            train_actions=[*train_actions, *([recovery] if recovery is not None else [])],
+            eval_actions=eval_actions,
+            callbacks=[*callbacks, *observers.callbacks],
+            progress_bar=cfg.progress_bar if trainer.runtime.is_chief else False,
+            print_logs=trainer.runtime.is_chief,
+            preemption=run.preemption,
+            monitor=observers.monitor,
+        )
+    except CheckpointMismatchError as e:
+        latest = run.checkpoint_manager.latest_checkpoint
+        if latest is None:  # From task.init_checkpoint, whose message says what to fix.
+            raise
+        raise CheckpointMismatchError(
+            f"{str(e).rstrip('. ')}. It cannot be resumed under this config: use a new "
+            f"model_dir (with task.init_checkpoint={latest} to start from its weights) or "
+            "the config it was written with.") from e
+
+
+def _run_callbacks(run: Run, params: ExperimentConfig,
+                   callbacks: list[Any]) -> tuple[list[Any], RecoveryAction | None]:
+    """The given callbacks (their state joins the checkpoint) and, when training, the
+    config writer, the best-checkpoint export, blow-up recovery's initial state; and the
+    recovery action."""
+    trainer, manager = run.trainer, run.checkpoint_manager
+    for index, callback in enumerate(callbacks):  # Early-stopping counters, best values.
+        if hasattr(callback, "state_dict") and hasattr(callback, "load_state_dict"):
+            trainer.checkpoint.add(**{f"callback_{index}_{type(callback).__name__}": callback})
+    if not run.training:
+        return callbacks, None
     chief = trainer.runtime.is_chief
-    write = save_summary and chief
-    training = "train" in mode
-    train_dir = os.path.join(model_dir, "train") if write else None
-    # An evaluation job writes only under eval/: never where a trainer writes.
-    evaluations = os.path.join(model_dir, cfg.validation_summary_subdir) if training else (
-        os.path.join(model_dir, EVAL_SUBDIR))
-    eval_dir = evaluations if write else None
-    trackers = build_trackers(params, model_dir) if training and save_summary else []
-    for tracker in trackers:  # On every rank: checkpoints hold the same items everywhere.
-        trainer.checkpoint.add_optional(**{f"tracker_{tracker.name}": tracker})
-    if not write:
-        summary_manager = SummaryManager(None)
-        eval_summary_manager = SummaryManager(None)
-    else:
-        default_train, default_eval = build_summary_managers(
-            params, trainer, model_dir=model_dir, eval_dir=eval_dir, training=training,
-            trackers=trackers)
-        summary_manager = summary_manager or default_train
-        eval_summary_manager = eval_summary_manager or default_eval
-        if trackers:
-            callbacks = [*callbacks, TrackersClosed(trackers)]
-    if training and chief:
-        warn_if_schedule_ends_early(params)
-        if params.runtime.enable_xla:
-            callbacks = [*callbacks, FirstLoopNotice("torch.compile")]
-    return Controller(
-        global_step=trainer.global_step,
-        trainer=trainer if training else None,
-        evaluator=trainer if evaluator is None else evaluator,
-        steps_per_loop=cfg.steps_per_loop if training else None,
-        checkpoint_manager=checkpoint_manager,
-        summary_interval=cfg.summary_interval if (training and write) else None,
-        summary_dir=train_dir,
-        eval_summary_dir=eval_dir,
-        summary_manager=summary_manager,
-        eval_summary_manager=eval_summary_manager,
-        train_actions=train_actions,
-        eval_actions=eval_actions,
-        callbacks=callbacks,
-        progress_bar=cfg.progress_bar if chief else False,
-        print_logs=chief,
-        preemption=preemption,
-        monitor=build_loop_monitor(params, trainer, model_dir) if training else None,
-    )
+    if chief:  # The run lock is held: no other writer.
+        manager.remove_leftovers()  # Of a save or delete cut short by a kill.
+    recovery, initial = build_recovery(params, trainer, manager, fresh_start=run.resumed is None)
+    added = (ConfigWriter(params, run.model_dir) if chief else None,
+             build_export_callback(params, run.evaluator, run.model_dir), initial)
+    return [*callbacks, *(c for c in added if c is not None)], recovery
