@@ -79,18 +79,9 @@ def _fail(message: str) -> int:
 
 def _input_errors() -> tuple[type[BaseException], ...]:
     """Bad input and a bad environment: one line, exit 2."""
-    from torchgarden.config import ConfigError
-    from torchgarden.registry import RegistryError
+    from torchgarden.train_lib.experiment import bad_input_errors
 
-    errors: list[type[BaseException]] = [
-        ConfigError, RegistryError, ValueError, KeyError, OSError, TypeError, ImportError,
-        _UsageError,
-    ]
-    for module, name in (("torchgarden.checkpoint", "CheckpointError"),
-                         ("torchgarden.train_lib.run_lock", "ModelDirLockedError")):
-        if module in sys.modules:
-            errors.append(getattr(sys.modules[module], name))
-    return tuple(errors)
+    return (*bad_input_errors(), _UsageError)
 
 
 def _diverged_errors() -> tuple[type[BaseException], ...]:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from torchgarden.config import ExperimentConfig
 from torchgarden.modes import check_mode
+from torchgarden.registry import RegistryError
 from torchgarden.runtime.strategy import chief_of, resolve_strategy
 from torchgarden.train_lib.model_dir import (
     EVAL_SUBDIR,
@@ -26,7 +28,7 @@ from torchgarden.train_lib.model_dir import (
     check_model_dir,
     eval_dir,
 )
-from torchgarden.train_lib.run_lock import RunLock, run_lock
+from torchgarden.train_lib.run_lock import ModelDirLockedError, RunLock, run_lock
 
 if TYPE_CHECKING:
     from torch import nn
@@ -37,77 +39,54 @@ if TYPE_CHECKING:
     from torchgarden.summary import SummaryManagerInterface
     from torchgarden.utils.logs import Logs
 
-__all__ = ["NoCheckpointError", "run_experiment", "run_experiment_with_multitask_eval"]
+__all__ = [
+    "NoCheckpointError",
+    "bad_input_errors",
+    "run_experiment",
+    "run_experiment_with_multitask_eval",
+]
 
 _logger = logging.getLogger("torchgarden")
 
 
 def run_experiment(
-    *,
-    task: Task | None = None,
-    mode: str,
-    params: ExperimentConfig,
-    model_dir: str | os.PathLike[str] | None,
-    trainer: Trainer | None = None,
-    run_post_eval: bool = False,
-    save_summary: bool = True,
+    *, task: Task | None = None, mode: str, params: ExperimentConfig,
+    model_dir: str | os.PathLike[str] | None, trainer: Trainer | None = None,
+    run_post_eval: bool = False, save_summary: bool = True,
     summary_manager: SummaryManagerInterface | None = None,
     eval_summary_manager: SummaryManagerInterface | None = None,
-    callbacks: Iterable[Any] = (),
-    train_actions: Sequence[Any] | None = None,
-    eval_actions: Sequence[Any] | None = None,
-    runtime: RuntimeContext | None = None,
+    callbacks: Iterable[Any] = (), train_actions: Sequence[Any] | None = None,
+    eval_actions: Sequence[Any] | None = None, runtime: RuntimeContext | None = None,
     evaluator: Any = None,
 ) -> tuple[nn.Module, Logs]:
-    """Runs ``mode`` for ``task`` and returns ``(model, eval_logs)``.
+    """Runs ``mode`` (``torchgarden.modes.MODES``); returns ``(model, eval_logs)``, the
+    logs ``{}`` unless the mode or ``run_post_eval`` evaluates at the end.
 
-    Modes: ``train``, ``eval``, ``train_and_eval``, ``continuous_eval``,
-    ``train_and_post_eval`` and ``continuous_train_and_eval`` (here the same as
-    ``train_and_eval``: training and evaluation share one process). The newest checkpoint
-    of ``model_dir`` that verifies (finite weights, same task and model) is restored; a
-    fresh ``model_dir`` runs ``task.initialize`` (``init_checkpoint``) instead. Training
-    writes ``model_dir/params.yaml`` once it has started; ``eval`` and ``continuous_eval``
-    write only under ``model_dir/eval/`` and need a checkpoint (or ``init_checkpoint``).
-    A ``MultiTask`` trains with the joint or interleaving trainer; a
-    ``MultiEvalExperimentConfig`` trains ``task`` and evaluates each of its ``eval_tasks``
-    (docs/multitask.md).
+    It resumes the newest checkpoint that verifies (finite weights, same task and model),
+    or runs ``task.initialize``. Evaluation jobs write only under ``model_dir/eval/``.
 
     Args:
-        task: The task to run; default ``get_task(params.task)``, built after the lock.
-        mode: One of ``torchgarden.modes.MODES``.
-        params: The experiment config (validated).
-        model_dir: Where checkpoints and summaries go. Required.
-        trainer: A ready ``Trainer`` (e.g. a custom subclass); default built from params.
-        run_post_eval: Run one more full evaluation at the end and return its logs.
-        save_summary: Write TensorBoard summaries under ``model_dir/{train,validation}``.
-        summary_manager: Custom train summary manager.
-        eval_summary_manager: Custom eval summary manager.
-        callbacks: ``callbacks.Callback`` objects.
-        train_actions: Orbit-style callables run with each train loop's logs.
-        eval_actions: Callables run with each evaluation's logs.
-        runtime: The process' runtime context; default ``setup_runtime(params.runtime)``,
-            torn down (its process group destroyed) when the run ends.
-        evaluator: What evaluates (``evaluate(num_steps) -> logs``); default the trainer,
-            or the multi-task evaluator of a multi-task run or ``MultiEvalExperimentConfig``.
-
-    Returns:
-        ``(model, eval_logs)``; ``eval_logs`` is ``{}`` unless the mode or ``run_post_eval``
-        evaluates at the end.
+        task: Default ``get_task(params.task)``, built once the lock is held.
+        trainer: A ready ``Trainer`` (e.g. a subclass); default built from ``params``.
+        run_post_eval: Evaluate once more at the end.
+        save_summary: Write summaries under ``model_dir/{train,validation}``.
+        summary_manager, eval_summary_manager: Replace the default train/eval managers.
+        callbacks, train_actions, eval_actions: ``Callback`` objects; Orbit-style
+            callables run with each train loop's / evaluation's logs.
+        runtime: Default ``setup_runtime(params.runtime)``, torn down at the end.
+        evaluator: Default the trainer (multi-task runs: a ``MultiTaskEvaluator``).
 
     Raises:
-        ModelDirLockedError: Another process trains in ``model_dir`` (or evaluates into
-            its ``eval/``).
-        NoCheckpointError: ``eval`` on a model_dir without a checkpoint.
+        ModelDirLockedError: Another process writes where this run would.
+        NoCheckpointError: ``eval`` of a model_dir without a checkpoint.
     """
     # Validate: nothing is written, and torch is not imported, before the lock is held.
     check_mode(mode)
     training = "train" in mode
     model_dir = check_model_dir(model_dir, params, training=training)
     runtime = runtime or (trainer.runtime if trainer is not None else None)
-    chief = runtime.is_chief if runtime is not None else chief_of(resolve_strategy(params.runtime))
-    writes = chief and (training or save_summary or bool(best_export_dir(params, model_dir)))
     # Lock: one trainer per model_dir; an evaluation job writes only under eval/.
-    with _guarded(model_dir, training=training, writes=writes):
+    with _guarded(model_dir, params, runtime, training=training, save_summary=save_summary):
         from torchgarden.train_lib import wiring  # Torch is imported from here on.
 
         owned, runtime = runtime is None, runtime or wiring.setup_runtime(params.runtime)
@@ -116,18 +95,17 @@ def run_experiment(
             with wiring.build_run(params, mode=mode, model_dir=model_dir, task=task,
                                   trainer=trainer, evaluator=evaluator, runtime=runtime,
                                   run_post_eval=run_post_eval) as run:
-                # Restore: the newest checkpoint that verifies, written for this task and
-                # model (the Controller applies it, or initialises a fresh run).
+                # Restore: the Controller applies the checkpoint found, or initialises.
                 controller = wiring.build_controller(
                     run, params, mode=mode, save_summary=save_summary, callbacks=callbacks,
                     summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
-                    train_actions=train_actions or [], eval_actions=eval_actions or [])
+                    train_actions=train_actions or (), eval_actions=eval_actions or ())
                 # Loop.
                 with run.signals_watched():
                     eval_logs = _run_mode(controller, run.trainer, params, mode)
             # Closed: loader workers, the checkpoint writer thread (and DCP's gloo group).
-            return run.trainer.unwrapped_model, _finish(controller, run.trainer, params, mode,
-                                                        eval_logs, run_post_eval)
+            eval_logs = _finish(controller, run.trainer, params, mode, eval_logs, run_post_eval)
+            return run.trainer.unwrapped_model, eval_logs
         finally:
             if owned:  # Its process group, if it made one.
                 wiring.teardown_runtime(runtime)
@@ -184,36 +162,39 @@ def run_experiment_with_multitask_eval(
                           trainer=trainer, evaluator=evaluator, runtime=runtime, **kwargs)
 
 
-#: Bad input found once the run is built: what the run created is removed again.
-_BAD_INPUT = (ValueError, LookupError, OSError, TypeError, ImportError, KeyboardInterrupt)
-
-
 @contextlib.contextmanager
-def _guarded(model_dir: str, *, training: bool, writes: bool) -> Iterator[None]:
-    """Holds the lock of where the run writes; on bad input (or Ctrl-C) before a training
-    run's first checkpoint, removes what the run created there (``eval/`` is kept)."""
-    if not writes:
+def _guarded(model_dir: str, params: ExperimentConfig, runtime: RuntimeContext | None, *,
+             training: bool, save_summary: bool) -> Iterator[None]:
+    """Holds the lock of where the run writes (the chief's, when it writes at all); on bad
+    input (or Ctrl-C) before a training run's first checkpoint, removes what the run
+    created there (``eval/`` is kept)."""
+    chief = runtime.is_chief if runtime is not None else chief_of(resolve_strategy(params.runtime))
+    if not (chief and (training or save_summary or best_export_dir(params, model_dir))):
         yield
         return
     with run_lock(model_dir if training else eval_dir(model_dir),
                   role="train" if training else "eval") as lock:
         try:
             yield
-        except _bad_input():
+        except (*bad_input_errors(), KeyboardInterrupt):
             if not _new_checkpoints(lock):  # An evaluation job leaves what it wrote.
                 lock.remove_created(keep=(EVAL_SUBDIR,) if training else None)
             raise
 
 
-def _bad_input() -> tuple[type[BaseException], ...]:
-    """``_BAD_INPUT`` and, once loaded, checkpoint errors (not a divergence: its run
-    keeps its summaries for the diagnosis)."""
-    import sys
-
+def bad_input_errors() -> tuple[type[BaseException], ...]:
+    """What counts as bad input (a config, a flag, the data, a checkpoint, a model_dir in
+    use) rather than a bug: the CLI reports it in one line (exit 2), and a training run
+    that meets it before its first checkpoint removes what it created. Checkpoint errors
+    count once their module is loaded (it imports torch); a divergence does not count
+    (its run keeps its summaries for the diagnosis)."""
+    errors: list[type[BaseException]] = [
+        ValueError, KeyError, RegistryError, OSError, TypeError, ImportError,
+        ModelDirLockedError]
     checkpoint = sys.modules.get("torchgarden.checkpoint.errors")
-    if checkpoint is None:
-        return _BAD_INPUT
-    return (*_BAD_INPUT, checkpoint.CheckpointError)
+    if checkpoint is not None:
+        errors.append(checkpoint.CheckpointError)
+    return tuple(errors)
 
 
 def _new_checkpoints(lock: RunLock) -> bool:
