@@ -28,7 +28,7 @@ from torchgarden.train_lib.model_dir import (
     check_model_dir,
     eval_dir,
 )
-from torchgarden.train_lib.run_lock import ModelDirLockedError, RunLock, run_lock
+from torchgarden.train_lib.run_lock import ModelDirLockedError, RunLock
 
 if TYPE_CHECKING:
     from torch import nn
@@ -172,8 +172,8 @@ def _guarded(model_dir: str, params: ExperimentConfig, runtime: RuntimeContext |
     if not (chief and (training or save_summary or best_export_dir(params, model_dir))):
         yield
         return
-    with run_lock(model_dir if training else eval_dir(model_dir),
-                  role="train" if training else "eval") as lock:
+    with RunLock(model_dir if training else eval_dir(model_dir),
+                 role="train" if training else "eval") as lock:
         try:
             yield
         except (*bad_input_errors(), KeyboardInterrupt):

@@ -23,19 +23,11 @@ import os
 import shutil
 import socket
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["LOCK_FILE", "ModelDirLockedError", "RunLock", "held_lock", "run_lock"]
+__all__ = ["LOCK_FILE", "ModelDirLockedError", "RunLock"]
 
 LOCK_FILE = ".torchgarden.lock"
-
-# Locks this process holds, by real path: run_experiment inside the CLI reuses the
-# CLI's (a second flock by the same process on another descriptor would refuse itself).
-_HELD: dict[str, RunLock] = {}
-_HELD_LOCK = threading.Lock()
-
 
 class ModelDirLockedError(RuntimeError):
     """Another live process writes the directory (the message names it)."""
@@ -170,31 +162,6 @@ class RunLock:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
-
-
-def held_lock(directory: str | os.PathLike[str]) -> RunLock | None:
-    """The lock this process holds on ``directory``, if any."""
-    with _HELD_LOCK:
-        return _HELD.get(os.path.realpath(directory))
-
-
-@contextlib.contextmanager
-def run_lock(directory: str | os.PathLike[str], *, role: str = "train") -> Iterator[RunLock]:
-    """Holds ``directory``'s lock for the block, reusing one this process already holds."""
-    key = os.path.realpath(directory)
-    existing = held_lock(directory)
-    if existing is not None:
-        yield existing
-        return
-    lock = RunLock(directory, role=role).acquire()
-    with _HELD_LOCK:
-        _HELD[key] = lock
-    try:
-        yield lock
-    finally:
-        with _HELD_LOCK:
-            _HELD.pop(key, None)
-        lock.release()
 
 
 def _make_dirs(directory: str) -> list[str]:

@@ -8,13 +8,7 @@ import os
 
 import pytest
 
-from torchgarden.train_lib.run_lock import (
-    LOCK_FILE,
-    ModelDirLockedError,
-    RunLock,
-    held_lock,
-    run_lock,
-)
+from torchgarden.train_lib.run_lock import LOCK_FILE, ModelDirLockedError, RunLock
 
 
 def test_a_second_lock_is_refused_naming_the_holder_and_released_cleanly(tmp_path):
@@ -65,12 +59,3 @@ def test_a_full_disk_while_locking_leaves_nothing(tmp_path, monkeypatch):
         RunLock(tmp_path / "run").acquire()
     assert error.value.filename == str(tmp_path / "run" / LOCK_FILE)
     assert not (tmp_path / "run").exists()
-
-
-def test_run_lock_is_reentrant_in_one_process(tmp_path):
-    with run_lock(tmp_path) as outer:
-        assert held_lock(tmp_path) is outer
-        with run_lock(tmp_path) as inner:
-            assert inner is outer
-        assert outer.held
-    assert held_lock(tmp_path) is None and not (tmp_path / LOCK_FILE).exists()
