@@ -305,15 +305,21 @@ class Trainer(Evaluator):
             set_learning_rate(self._optimizer, rates[-1])
         self._global_step.value = step + k
 
+    @classmethod
+    def host_between_steps(cls, *, ema: Any) -> list[str]:
+        """What needs this Trainer class on the host after every step (a ``StepPlan`` of
+        one step per call): the weight EMA, an overridden ``train_step``."""
+        return [what for what, needed in (
+            ("the weight EMA", ema is not None),
+            ("an overridden train_step", cls.train_step is not Trainer.train_step),
+        ) if needed]
+
     def _default_plan(self, step_fn: Any) -> StepPlan:
         """K steps per call when ``step_fn`` runs several and nothing needs the host
-        between steps (the EMA, an overridden ``train_step``); else one."""
-        host = [name for name, needed in (
-            ("the weight EMA", self._ema is not None),
-            ("an overridden train_step", type(self).train_step is not Trainer.train_step),
-        ) if needed]
+        between steps; else one."""
         steps = getattr(step_fn, "steps_per_call", 1) if hasattr(step_fn, "run_steps") else 1
-        return StepPlan.build(steps_per_call=steps, host_between_steps=host)
+        return StepPlan.build(steps_per_call=steps,
+                              host_between_steps=self.host_between_steps(ema=self._ema))
 
     def accumulate_gradients(self, iterator: Iterator[Any]) -> torch.Tensor:
         """k = ``gradient_accumulation_steps`` batches through ``task.forward_backward``
@@ -360,11 +366,11 @@ class Trainer(Evaluator):
 def _check_plan(trainer: Trainer, task: Task, step_fn: Any, plan: StepPlan) -> None:
     """Refuses a plan this Trainer cannot run as stated."""
     k, steps = plan.steps_per_call, plan.accumulation_steps
-    if k > 1 and (not hasattr(step_fn, "run_steps") or trainer.ema is not None
-                  or type(trainer).train_step is not Trainer.train_step):
-        raise ValueError(
-            f"plan.steps_per_call={k} needs a step_fn with run_steps, no EMA and "
-            "Trainer.train_step not overridden; use a plan of one step per call.")
+    host = trainer.host_between_steps(ema=trainer.ema)
+    if k > 1 and (host or not hasattr(step_fn, "run_steps")):
+        needs = ", ".join(host) or "a step_fn without run_steps"
+        raise ValueError(f"plan.steps_per_call={k}, but {needs} needs one step per call; "
+                         "build the plan with StepPlan.build(host_between_steps=...).")
     if steps > 1 and (step_fn is not None or type(task).train_step is not Task.train_step):
         owner = "a step_fn was given" if step_fn is not None else (
             f"{type(task).__name__} overrides train_step")

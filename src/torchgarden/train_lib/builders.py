@@ -130,17 +130,14 @@ def build_step_plan(
     loop's all-reduced loss only: per-step checks could stop them at different steps).
     """
     cfg, bound = params.trainer, recovery_bound(params)
-    host = [what for what, needed in (
-        ("the weight EMA", ema is not None),
-        ("an overridden train_step", trainer_cls.train_step is not Trainer.train_step),
-    ) if needed]
     compiled = params.runtime.enable_xla
     steps = choose_steps_per_call(model, cfg.steps_per_loop, params.runtime.steps_per_graph) \
         if compiled else 1
     plan = StepPlan.build(
         steps_per_call=steps, accumulation_steps=cfg.gradient_accumulation_steps,
         check_loss=bound if cfg.recovery_check_every_step else None,
-        replay_check=None if runtime.is_distributed else bound, host_between_steps=host,
+        replay_check=None if runtime.is_distributed else bound,
+        host_between_steps=trainer_cls.host_between_steps(ema=ema),
     )
     step_fn = compiled_train_step(
         task, model, optimizer, mode=params.runtime.compile_mode, strategy=runtime.strategy,
