@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import importlib
 import pathlib
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from torchgarden.registry import (
     register_experiment,
     register_task,
 )
+from torchgarden.utils.lazy import lazy_names
 
 if TYPE_CHECKING:  # Loaded on first access (these modules import torch).
     from torchgarden.cli.flags import define_flags, parse_configuration
@@ -72,32 +72,17 @@ __all__ = [
     "setup_runtime",
 ]
 
-_lazy_sources: dict[str, str] = {}
-
-
-def _lazy_names() -> dict[str, str]:
-    """``name -> module`` of the ``TYPE_CHECKING`` imports above: the one list of them."""
-    if not _lazy_sources:
-        tree = ast.parse(pathlib.Path(__file__).read_text(encoding="utf-8"))
-        block = next(node for node in tree.body if isinstance(node, ast.If))
-        for node in block.body:
-            if isinstance(node, ast.ImportFrom) and node.module:
-                _lazy_sources.update({alias.name: node.module for alias in node.names})
-    return _lazy_sources
+_load_name, _ = lazy_names(__name__, __file__)
 
 
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):  # Dunder probes (copy, pickle, IDEs): never import torch.
         raise AttributeError(name)
-    module = _lazy_names().get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-    elif _is_submodule(name):
+    if _is_submodule(name):
         value = importlib.import_module(f"torchgarden.{name}")
-    else:
-        raise AttributeError(f"module 'torchgarden' has no attribute '{name}'")
-    globals()[name] = value
-    return value
+        globals()[name] = value
+        return value
+    return _load_name(name)
 
 
 def _is_submodule(name: str) -> bool:

@@ -15,50 +15,14 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_EXPORTS: dict[str, str] = {
-    "build_backbone": "torchgarden.models.library",
-    "build_causal_lm": "torchgarden.models.library",
-    "build_image_classifier": "torchgarden.models.library",
-    "CausalLM": "torchgarden.models.adapters",
-    "FeatureLevels": "torchgarden.models.adapters",
-    "Logits": "torchgarden.models.adapters",
-    "ModelName": "torchgarden.models.names",
-    "parse_model_name": "torchgarden.models.names",
-    "load_pretrained": "torchgarden.models.weights",
-    "read_state_dict": "torchgarden.models.weights",
-}
-
-__all__ = [
-    "CausalLM",
-    "FeatureLevels",
-    "Logits",
-    "ModelName",
-    "build_backbone",
-    "build_causal_lm",
-    "build_image_classifier",
-    "load_pretrained",
-    "parse_model_name",
-    "read_state_dict",
-]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'torchgarden.models' has no attribute '{name}'")
-
-
-def __dir__() -> list[str]:
-    return __all__
-
+from torchgarden.utils.lazy import lazy_names
 
 if TYPE_CHECKING:
     from torchgarden.models.adapters import CausalLM, FeatureLevels, Logits
     from torchgarden.models.library import build_backbone, build_causal_lm, build_image_classifier
     from torchgarden.models.names import ModelName, parse_model_name
     from torchgarden.models.weights import load_pretrained, read_state_dict
+
+__getattr__, __all__ = lazy_names(__name__, __file__)
