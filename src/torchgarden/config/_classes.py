@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from torchgarden.config import plugins as _plugins
-from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
+from torchgarden.config.errors import ConfigError, ConfigTypeError
+from torchgarden.utils.suggest import did_you_mean
 
 TYPE_KEY = "_type"
 """Reserved mapping key naming the Config class of that mapping."""
@@ -97,7 +98,7 @@ def lookup(name: Any, *, path: str) -> type:
         raise ConfigError(
             f"{path}: config class {name!r} is not imported; import the module that "
             f"defines it first (command line: --import {module})"
-            f"{did_you_mean(name, _REGISTRY)}",
+            f"{did_you_mean(name, _REGISTRY, style='clause')}",
             key=path,
         )
     return cls

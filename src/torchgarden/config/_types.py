@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import numbers
 import sys
 import types
@@ -19,52 +20,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 from torchgarden.config import _classes
-from torchgarden.config._classes import TYPE_KEY
-from torchgarden.config._named_sets import named_configs_first
+from torchgarden.config._classes import TYPE_KEY, key_of
 from torchgarden.config._text import format_type, show
-from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
+from torchgarden.config.errors import ConfigError, ConfigTypeError
+from torchgarden.utils.suggest import did_you_mean
 
-__all__ = [
-    "FieldSpec",
-    "coerce",
-    "config_classes_in",
-    "element_type",
-    "field_spec",
-    "format_type",
-    "show",
-]
+__all__ = ["coerce", "export", "field_types"]
 
 NoneType = type(None)
 _UNIONS = (Union, types.UnionType)
 _SCALARS = (bool, int, float, str)
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldSpec:
-    """The fields of one config class in definition order with resolved annotations."""
-
-    names: tuple[str, ...]
-    types: dict[str, Any]
-
-
-_SPECS: dict[type, FieldSpec] = {}
-
-
-def field_spec(cls: type) -> FieldSpec:
-    """Returns the (cached) field names and resolved annotations of a config class.
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """Returns the fields of a config class in definition order with resolved annotations.
 
     Raises:
         ConfigError: If a class in the hierarchy declares fields without being a
             dataclass, or an annotation names a class that cannot be found.
     """
-    spec = _SPECS.get(cls)
-    if spec is None:
-        spec = _build_spec(cls)
-        _SPECS[cls] = spec
-    return spec
-
-
-def _build_spec(cls: type) -> FieldSpec:
     for klass in cls.__mro__:
         if not _classes.is_config_class(klass) or "__dataclass_fields__" in klass.__dict__:
             continue
@@ -74,13 +49,12 @@ def _build_spec(cls: type) -> FieldSpec:
                 f"{klass.__qualname__} declares fields but is not a dataclass; "
                 "decorate it with @dataclasses.dataclass"
             )
-    names = tuple(f.name for f in dataclasses.fields(cls))
+    names = [f.name for f in dataclasses.fields(cls)]
     try:
         hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - fall back to resolving field by field
         hints = {}
-    resolved = {name: hints[name] if name in hints else _resolve_one(cls, name) for name in names}
-    return FieldSpec(names=names, types=resolved)
+    return {name: hints[name] if name in hints else _resolve_one(cls, name) for name in names}
 
 
 def _is_classvar(annotation: Any) -> bool:
@@ -115,13 +89,30 @@ def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
     )
 
 
-def config_classes_in(tp: Any) -> tuple[type, ...]:
-    """Returns the config classes an annotation names directly (`X`, `X | None`)."""
-    members = get_args(tp) if get_origin(tp) in _UNIONS else (tp,)
-    return tuple(member for member in members if _classes.is_config_class(member))
+def export(value: Any, tp: Any, include_type: bool) -> Any:
+    """``value`` as plain data for `as_dict`; ``tp`` is its field's annotation.
+
+    A config whose class is not one the annotation names directly (`X`, `X | None`) gets
+    its class under `_type` when ``include_type`` is set.
+    """
+    if _classes.is_config_class(type(value)):
+        data = value.as_dict(include_type=include_type)
+        named = get_args(tp) if get_origin(tp) in _UNIONS else (tp,)
+        if include_type and type(value) not in named:
+            data = {TYPE_KEY: key_of(type(value)), **data}
+        return data
+    if isinstance(value, list | tuple):  # A tuple stays a tuple (YAML writes both as lists).
+        return type(value)(
+            export(item, _element_type(tp, i), include_type) for i, item in enumerate(value)
+        )
+    if isinstance(value, dict):
+        return {
+            key: export(item, _element_type(tp, key), include_type) for key, item in value.items()
+        }
+    return value
 
 
-def element_type(tp: Any, index: int | str | None = None) -> Any:
+def _element_type(tp: Any, index: int | str | None = None) -> Any:
     """Returns the annotation of one item of a list, tuple or dict annotation (else Any)."""
     members = (
         [arg for arg in get_args(tp) if arg is not NoneType] if get_origin(tp) in _UNIONS else [tp]
@@ -173,9 +164,8 @@ def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool 
         if any(type(value) is type(choice) and value == choice for choice in choices):
             return value
         names = [c for c in choices if isinstance(c, str)]
-        raise _mismatch(
-            value, tp, path, did_you_mean(value, names) if isinstance(value, str) else ""
-        )
+        hint = did_you_mean(value, names, style="clause") if isinstance(value, str) else ""
+        raise _mismatch(value, tp, path, hint)
     if tp in (list, tuple) or origin in (list, tuple, Sequence):
         return _coerce_sequence(value, tp, path, current, strict)
     if tp is dict or origin in (dict, Mapping):
@@ -240,7 +230,7 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
         raise _mismatch(value, tp, path)
     members = [arg for arg in args if arg is not NoneType]
     if isinstance(value, Mapping):
-        members, value = named_configs_first(value, members, field_spec)
+        members, value = named_configs_first(value, members)
         if get_origin(members[0]) in (dict, Mapping) and _classes.is_config_class(type(current)):
             # Named sets replacing one config each start from a copy of it.
             current = {key: copy.deepcopy(current) for key in value}
@@ -254,6 +244,31 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
             if error.key != path:
                 raise
     raise _mismatch(value, tp, path)
+
+
+def named_configs_first(value: Mapping[Any, Any], members: list[Any]) -> tuple[list[Any], Any]:
+    """Orders the members of ``C | dict[str, C]`` (named sets) for a mapping.
+
+    One of C's fields (or ``_type``) makes the mapping a C; otherwise, when every value is
+    a mapping (or a dotted key names one), it is a dict of C by name (``{clean: {...},
+    noisy: {...}}``): the dict members go first and the value is returned with its dotted
+    keys nested.
+    """
+    named = [m for m in members if get_origin(m) in (dict, Mapping) and len(get_args(m)) == 2
+             and _classes.is_config_class(get_args(m)[1])]
+    if not named or not value or TYPE_KEY in value:
+        return members, value
+    fields = {name for m in members if _classes.is_config_class(m) for name in field_types(m)}
+    if any(str(key).partition(".")[0] in fields for key in value):
+        return members, value
+    if not all("." in str(key) or isinstance(item, Mapping) or _classes.is_config_class(type(item))
+               for key, item in value.items()):
+        return members, value
+    nested: dict[str, Any] = {}
+    for key, item in value.items():
+        head, dot, rest = str(key).partition(".")
+        nested[head] = {**nested.get(head, {}), rest: item} if dot else item
+    return named + [m for m in members if m not in named], nested
 
 
 def _retyped(value: Any, member: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import dataclasses
 import signal
 
-from torchgarden.config._checks import choose as _choose
-from torchgarden.config._checks import require as _require
-from torchgarden.config._named_sets import named_sets_annotation
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
+from torchgarden.config.errors import choose as _choose
+from torchgarden.config.errors import require as _require
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -97,9 +96,13 @@ class TaskConfig(Config):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("__annotations__", {})  # Named sets of a subclass' data too.
-        if "validation_data" in own:
-            own["validation_data"] = named_sets_annotation(own["validation_data"])
+        # A subclass' own data class here takes named sets too: C -> C | dict[str, C].
+        own = cls.__dict__.get("__annotations__", {})
+        annotation = own.get("validation_data")
+        if isinstance(annotation, str) and "dict[" not in annotation:
+            own["validation_data"] = f"{annotation} | dict[str, {annotation}]"
+        elif isinstance(annotation, type):
+            own["validation_data"] = annotation | dict[str, annotation]  # type: ignore[valid-type]
 
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""

@@ -20,7 +20,7 @@ from typing import Any
 from torchgarden.config._classes import TYPE_KEY, key_of
 from torchgarden.config.base import Config
 from torchgarden.config.definitions import DataConfig, ExperimentConfig, TaskConfig, TrainerConfig
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError, choose
 from torchgarden.config.oneof import OneOfConfig
 
 __all__ = [
@@ -201,11 +201,7 @@ class MultiTaskTrainerConfig(TrainerConfig):
     def check(self) -> None:
         """Checks the trainer type, the sampler and what multi-task training supports."""
         super().check()
-        if self.trainer_type not in TRAINER_TYPES:
-            key = self.field_path("trainer_type")
-            raise ConfigError(f"{key}: {self.trainer_type!r} is not one of "
-                              f"{', '.join(TRAINER_TYPES)}"
-                              f"{did_you_mean(self.trainer_type, TRAINER_TYPES)}", key=key)
+        choose(self, "trainer_type", TRAINER_TYPES)
         if self.task_sampler.type is None:
             key = self.field_path("task_sampler.type")
             raise ConfigError(f"{key} must be uniform, proportional or annealing", key=key)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from torchgarden.config._checks import choose, choose_item, require
 from torchgarden.config.base import Config
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError, choose, not_one_of, require
 from torchgarden.config.trackers import MlflowConfig, WandbConfig
+from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["RuntimeConfig"]
 
@@ -54,7 +54,7 @@ def _device_hint(device: str) -> str:
         name, colon, index = match.group(1), ":", match.group(2)
     target = _DEVICE_HINTS.get(name) or (name if name in _DEVICE_NAMES else None)
     if target is None:
-        return did_you_mean(name, _DEVICE_NAMES)
+        return did_you_mean(name, _DEVICE_NAMES, style="clause")
     if colon and index.isdigit() and target not in ("auto", "cpu", "mps"):
         target = f"{target}:{index}"
     return f"; did you mean {target!r}?"
@@ -138,7 +138,8 @@ class RuntimeConfig(Config):
         if self.seed is not None:
             require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
         for name in self.trackers:
-            choose_item(self, "trackers", name, _TRACKERS)
+            if name not in _TRACKERS:
+                raise not_one_of(self.field_path("trackers"), name, _TRACKERS)
         if self.peak_flops is not None:
             require(self, "peak_flops", self.peak_flops > 0, "> 0 or None")
         if self.steps_per_graph is not None:

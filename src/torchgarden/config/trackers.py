@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config.base import Config
+from torchgarden.config.errors import choose
 
 __all__ = ["MlflowConfig", "WandbConfig"]
 
@@ -38,11 +39,5 @@ class WandbConfig(Config):
 
     def check(self) -> None:
         """Checks the mode."""
-        if self.mode not in ("", "online", "offline", "disabled"):
-            from torchgarden.config.errors import ConfigError, did_you_mean
-
-            key = self.field_path("mode")
-            raise ConfigError(
-                f"{key}: {self.mode!r} is not one of online, offline, disabled"
-                f"{did_you_mean(self.mode, ('online', 'offline', 'disabled'))}", key=key,
-            )
+        if self.mode:  # "" follows $WANDB_MODE
+            choose(self, "mode", ("online", "offline", "disabled"))
