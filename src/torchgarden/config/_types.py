@@ -14,21 +14,17 @@ import dataclasses
 import functools
 import numbers
 import sys
-import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, get_args, get_origin
 
 from torchgarden.config import _classes
-from torchgarden.config._classes import TYPE_KEY, key_of
-from torchgarden.config._text import format_type, show
+from torchgarden.config._classes import _UNIONS, TYPE_KEY, NoneType, format_type, key_of, show
 from torchgarden.config.errors import ConfigError, ConfigTypeError
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["coerce", "export", "field_types"]
 
-NoneType = type(None)
-_UNIONS = (Union, types.UnionType)
 _SCALARS = (bool, int, float, str)
 
 

@@ -20,8 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from torchgarden.config import _classes
-from torchgarden.config._classes import TYPE_KEY, key_of
-from torchgarden.config._text import show
+from torchgarden.config._classes import TYPE_KEY, check_class_name, key_of, show
 from torchgarden.config._types import coerce, export, field_types
 from torchgarden.config.errors import ConfigError, ConfigKeyError, ConfigTypeError
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
@@ -174,9 +173,8 @@ class Config:
         data = _nest_dotted(data, prefix)
         type_name = data.pop(TYPE_KEY, None)
         type_key = _join(prefix, TYPE_KEY)
-        if type_name is not None and not isinstance(type_name, str):
-            raise ConfigTypeError(f"{type_key} expects a class name 'module.Class', received "
-                                  f"{show(type_name)}", key=type_key)
+        if type_name is not None:
+            check_class_name(type_name, type_key)
         if type_name is not None and type_name != key_of(type(self)):
             raise ConfigError(
                 f"{type_key}: cannot turn a {type(self).__name__} into {type_name!r} in place; "

@@ -39,7 +39,6 @@ from torchgarden.config.optimizers import (
     AdamExperimentalConfig,
     AdamWConfig,
     AdamWExperimentalConfig,
-    BaseOptimizerConfig,
     LAMBConfig,
     LARSConfig,
     RMSpropConfig,
@@ -47,36 +46,7 @@ from torchgarden.config.optimizers import (
     SGDExperimentalConfig,
 )
 
-__all__ = [
-    "AdafactorConfig",
-    "AdagradConfig",
-    "AdamConfig",
-    "AdamExperimentalConfig",
-    "AdamWConfig",
-    "AdamWExperimentalConfig",
-    "BaseOptimizerConfig",
-    "ConstantLrConfig",
-    "CosineLrConfig",
-    "EMAConfig",
-    "ExponentialLrConfig",
-    "LAMBConfig",
-    "LARSConfig",
-    "LinearWarmupConfig",
-    "LrConfig",
-    "OptimizationConfig",
-    "OptimizerConfig",
-    "PolynomialLrConfig",
-    "PolynomialWarmupConfig",
-    "PowerAndLinearDecayLrConfig",
-    "PowerDecayWithOffsetLrConfig",
-    "PowerLrConfig",
-    "RMSpropConfig",
-    "SGDConfig",
-    "SGDExperimentalConfig",
-    "StepCosineLrConfig",
-    "StepwiseLrConfig",
-    "WarmupConfig",
-]
+__all__ = ["EMAConfig", "LrConfig", "OptimizationConfig", "OptimizerConfig", "WarmupConfig"]
 
 _field = dataclasses.field
 
