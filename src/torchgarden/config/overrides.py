@@ -246,18 +246,12 @@ def parse_override(text: str) -> dict[str, Any]:
 _KEY = re.compile(r"\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(\[[^\]]*\])?\s*=")
 _INT = re.compile(r"^[-+]?\d+$")
 _FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
-_WORDS = {
-    "true": True,
-    "True": True,
-    "TRUE": True,
-    "false": False,
-    "False": False,
-    "FALSE": False,
-    "null": None,
-    "None": None,
-    "NULL": None,
-    "~": None,
+WORDS = {
+    **dict.fromkeys(("true", "True", "TRUE"), True),
+    **dict.fromkeys(("false", "False", "FALSE"), False),
+    **dict.fromkeys(("null", "None", "NULL", "~"), None),
 }
+"""The words an override (and a restriction) reads as a bool or None."""
 
 
 def _parse_pairs(text: str) -> dict[str, Any] | None:
@@ -350,8 +344,8 @@ def _parse_list(text: str, pos: int) -> tuple[list[Any], int]:
 
 
 def _scalar(token: str) -> Any:
-    if token in _WORDS:
-        return _WORDS[token]
+    if token in WORDS:
+        return WORDS[token]
     if _INT.match(token):
         return int(token)
     if _FLOAT.match(token):

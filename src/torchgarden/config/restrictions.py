@@ -1,9 +1,9 @@
 """String restrictions between config values, checked by `Config.validate()`.
 
 A restriction is a binary relation `a <op> b` where each side is a dotted key
-(relative to the config that declares it) or a constant: a number, `None`/`null`,
-`true`/`false`, or a quoted string; `<op>` is one of `==, !=, <, <=, >, >=`.
-For example `'task.train_data.is_training != None'` or
+(relative to the config that declares it) or a constant: a number, a quoted string, or a
+word an override reads as a bool or None (`None`, `null`, `true`, `False`, ...); `<op>`
+is one of `==, !=, <, <=, >, >=`. For example `'task.train_data.is_training != None'` or
 `'trainer.steps_per_loop <= trainer.train_steps'`.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchgarden.config.errors import ConfigError
+from torchgarden.config.overrides import WORDS
 
 __all__ = ["check_restriction"]
 
@@ -27,14 +28,6 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt,
 }
 _RELATION = re.compile(r"^\s*(?P<lhs>.+?)\s*(?P<op>==|!=|<=|>=|<|>)\s*(?P<rhs>.+?)\s*$")
-_CONSTANTS = {
-    "None": None,
-    "null": None,
-    "true": True,
-    "True": True,
-    "false": False,
-    "False": False,
-}
 _MISSING = object()
 
 
@@ -77,8 +70,8 @@ def check_restriction(config: Any, text: str, *, prefix: str = "") -> None:
 
 def _operand(config: Any, token: str, text: str) -> tuple[Any, str | None]:
     """Returns (value, dotted key or None for a constant)."""
-    if token in _CONSTANTS:
-        return _CONSTANTS[token], None
+    if token in WORDS:
+        return WORDS[token], None
     if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
         return token[1:-1], None
     for parse in (int, float):
