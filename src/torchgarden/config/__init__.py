@@ -49,7 +49,7 @@ from torchgarden.config.optimizers import (
     SGDConfig,
 )
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
-from torchgarden.config.trackers import MlflowConfig, WandbConfig
+from torchgarden.config.runtime import MlflowConfig, WandbConfig
 
 __all__ = [
     "MISSING",

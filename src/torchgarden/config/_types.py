@@ -134,12 +134,9 @@ def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool 
         value: The received value (from YAML, an override or an assignment).
         tp: The resolved annotation of the field.
         path: Dotted key of the field, used in error messages.
-        current: The field's present value. A mapping merges into a present
-            sub-config or dict; None builds a new one from defaults. Defaults to None.
-        strict: Whether unknown keys inside sub-configs are errors. Defaults to True.
-
-    Returns:
-        The converted value (a new list/dict/sub-config, or `current` merged in place).
+        current: The field's present value: a mapping merges into a present sub-config
+            or dict (which is returned); None builds a new one from defaults.
+        strict: Whether unknown keys inside sub-configs are errors.
 
     Raises:
         ConfigError: If the value does not fit the annotation.
@@ -296,26 +293,18 @@ def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) 
         if type(current) is not cls:
             current = None
     if current is None or not isinstance(current, cls):
-        current = build(cls, path=path, has_data=bool(data))
+        if cls is _classes.root() and data:
+            raise ConfigError(
+                f"{path or cls.__name__}: the field is annotated with the generic Config; annotate "
+                f"it with a concrete Config subclass or add '{TYPE_KEY}: module.Class' to the "
+                "mapping", key=path)
+        try:
+            current = cls()
+        except TypeError as error:
+            raise ConfigError(f"{path or cls.__name__}: cannot build {cls.__name__} from "
+                              f"defaults ({error}); give every field a default") from None
     current._apply(data, strict=strict, prefix=path)
     return current
-
-
-def build(cls: type, *, path: str, has_data: bool = True) -> Any:
-    """Returns `cls()` built from defaults, or a ConfigError saying why it cannot be."""
-    if cls is _classes.root() and has_data:
-        raise ConfigError(
-            f"{path or cls.__name__}: the field is annotated with the generic Config; annotate "
-            f"it with a concrete Config subclass or add '{TYPE_KEY}: module.Class' to the mapping",
-            key=path,
-        )
-    try:
-        return cls()
-    except TypeError as error:
-        raise ConfigError(
-            f"{path or cls.__name__}: cannot build {cls.__name__} from defaults ({error}); "
-            "give every field a default"
-        ) from None
 
 
 def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:
@@ -330,16 +319,9 @@ def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool)
         return tuple(coerce(v, a, path=f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
     item_type = args[0] if args else Any
     same_length = isinstance(current, list | tuple) and len(current) == len(value)
-    return container(
-        coerce(
-            item,
-            item_type,
-            path=f"{path}[{i}]",
-            current=current[i] if same_length else None,
-            strict=strict,
-        )
-        for i, item in enumerate(value)
-    )
+    return container(coerce(item, item_type, path=f"{path}[{i}]",
+                            current=current[i] if same_length else None, strict=strict)
+                     for i, item in enumerate(value))
 
 
 def _is_variadic_tuple(args: tuple[Any, ...]) -> bool:
@@ -377,10 +359,7 @@ def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
         if TYPE_KEY in value:
             present = current if _classes.is_config_class(type(current)) else None
             return _coerce_config(value, _classes.root(), path, present, strict)
-        result = dict(current) if isinstance(current, dict) else {}
-        for key, item in value.items():
-            result[key] = _coerce_any(item, f"{path}.{key}", result.get(key), strict)
-        return result
+        return _coerce_mapping(value, dict, path, current, strict)
     if isinstance(value, list | tuple):
         # A tuple stays a tuple, as in Model Garden (YAML has no tuples: a file gives a list).
         return type(value)(

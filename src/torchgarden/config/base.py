@@ -193,15 +193,13 @@ class Config:
     # --------------------------------------------------------------- copy & lock
     def lock(self) -> Self:
         """Makes this config and every sub-config immutable; returns self."""
-        for child in self._children():
-            child.lock()
-        object.__setattr__(self, "_locked", True)
+        self._set_locked(True)
         return self
 
     def copy(self) -> Self:
         """Returns an unlocked deep copy."""
         clone = copy.deepcopy(self)
-        clone._unlock()
+        clone._set_locked(False)
         return clone
 
     def replace(self, **kwargs: Any) -> Self:
@@ -214,14 +212,11 @@ class Config:
         clone.override(kwargs, strict=True)
         return clone
 
-    def _unlock(self) -> None:
-        object.__setattr__(self, "_locked", False)
-        for child in self._children():
-            child._unlock()
-
-    def _children(self) -> Iterator[Config]:
+    def _set_locked(self, locked: bool) -> None:
+        object.__setattr__(self, "_locked", locked)
         for name in field_types(type(self)):
-            yield from _configs_in(getattr(self, name))
+            for child in _configs_in(getattr(self, name)):
+                child._set_locked(locked)
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> Self:

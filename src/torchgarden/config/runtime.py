@@ -1,5 +1,5 @@
 """``RuntimeConfig``: where and how the process runs (device, distribution, precision,
-threads, compilation, trackers)."""
+threads, compilation, trackers), with the settings of the MLflow and W&B trackers."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import re
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError, choose, not_one_of, require
-from torchgarden.config.trackers import MlflowConfig, WandbConfig
 from torchgarden.utils.suggest import did_you_mean
 
-__all__ = ["RuntimeConfig"]
+__all__ = ["MlflowConfig", "RuntimeConfig", "WandbConfig"]
 
 _field = dataclasses.field
 
@@ -58,6 +57,39 @@ def _device_hint(device: str) -> str:
     if colon and index.isdigit() and target not in ("auto", "cpu", "mps"):
         target = f"{target}:{index}"
     return f"; did you mean {target!r}?"
+
+
+@dataclasses.dataclass
+class MlflowConfig(Config):
+    """Where `runtime.trackers: [..., mlflow]` logs (docs/observability.md)."""
+
+    tracking_uri: str = ""
+    """MLflow tracking URI (`http://host:5000`, `sqlite:///mlflow.db`, `file:./mlruns`);
+    "" uses MLflow's own default (`$MLFLOW_TRACKING_URI`, else `./mlruns`). Defaults to ""."""
+    experiment_name: str = "torchgarden"
+    """MLflow experiment the run belongs to (created if missing). Defaults to "torchgarden"."""
+    run_name: str = ""
+    """Name of the MLflow run; "" uses the model_dir's name. Defaults to ""."""
+
+
+@dataclasses.dataclass
+class WandbConfig(Config):
+    """Where `runtime.trackers: [..., wandb]` logs (docs/observability.md)."""
+
+    project: str = "torchgarden"
+    """W&B project. Defaults to "torchgarden"."""
+    entity: str = ""
+    """W&B entity (user or team); "" uses your default entity. Defaults to ""."""
+    mode: str = ""
+    """"online", "offline" (files under `model_dir/wandb/`, upload later with `wandb sync`)
+    or "disabled"; "" follows `$WANDB_MODE` (W&B's default: online). Defaults to ""."""
+    run_name: str = ""
+    """Name of the W&B run; "" uses the model_dir's name. Defaults to ""."""
+
+    def check(self) -> None:
+        """Checks the mode."""
+        if self.mode:  # "" follows $WANDB_MODE
+            choose(self, "mode", ("online", "offline", "disabled"))
 
 
 @dataclasses.dataclass
