@@ -57,32 +57,26 @@ def register(cls: type) -> None:
 
 
 def set_root(cls: type) -> None:
-    """Records the base class of all configs (called once by `base.py`)."""
+    """Records `Config`, the base class of all configs (called once by `base.py`)."""
     _ROOT[:] = [cls]
     register(cls)
 
 
 def root() -> type:
-    """Returns the base class of all configs."""
     return _ROOT[0]
 
 
 def is_config_class(tp: Any) -> bool:
-    """Returns whether `tp` is the config base class or a subclass of it."""
     return isinstance(tp, type) and bool(_ROOT) and issubclass(tp, _ROOT[0])
 
 
 def simple_names() -> dict[str, type]:
-    """Returns registered classes by bare class name (for resolving local annotations)."""
+    """Registered classes by bare class name (for resolving local annotations)."""
     return {cls.__name__: cls for cls in _REGISTRY.values()}
 
 
 def lookup(name: Any, *, path: str) -> type:
-    """Returns the registered config class called `name`.
-
-    Args:
-        name: A `module.QualName` string from a `_type` key.
-        path: The dotted key of the `_type` entry, for the error message.
+    """Returns the config class a `_type` value (at dotted key `path`) names.
 
     Raises:
         ConfigError: If `name` is not a string or no such class was imported.

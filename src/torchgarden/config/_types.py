@@ -228,8 +228,15 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
             # Named sets replacing one config each start from a copy of it.
             current = {key: copy.deepcopy(current) for key in value}
     for member in members:
-        if _fits(value, member):
-            return _retyped(value, member, tp, path, current, strict)
+        if not _fits(value, member):
+            continue
+        try:
+            return coerce(value, member, path=path, current=current, strict=strict)
+        except ConfigError as error:
+            mismatch = error.key == path and "expects" in str(error)
+            if mismatch and not _classes.is_config_class(member):
+                raise _mismatch(value, tp, path) from None  # names the whole union
+            raise
     for member in members:
         try:
             return coerce(value, member, path=path, current=current, strict=strict)
@@ -262,16 +269,6 @@ def named_configs_first(value: Mapping[Any, Any], members: list[Any]) -> tuple[l
         head, dot, rest = str(key).partition(".")
         nested[head] = {**nested.get(head, {}), rest: item} if dot else item
     return named + [m for m in members if m not in named], nested
-
-
-def _retyped(value: Any, member: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:
-    """Coerces to one union member, reporting a mismatch at `path` against the whole union."""
-    try:
-        return coerce(value, member, path=path, current=current, strict=strict)
-    except ConfigError as error:
-        if error.key == path and "expects" in str(error) and not _classes.is_config_class(member):
-            raise _mismatch(value, tp, path) from None
-        raise
 
 
 def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) -> Any:

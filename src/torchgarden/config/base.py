@@ -185,8 +185,8 @@ class Config:
                                     current=getattr(self, key), strict=strict)
                 object.__setattr__(self, key, new)
             elif strict:
-                hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause")
-                hint = hint or f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
+                valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
+                hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or valid
                 raise ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}",
                                      key=_join(prefix, key))
 

@@ -174,32 +174,26 @@ def load_yaml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         ConfigError: If the file is missing or unreadable, is malformed (naming the
             line and column), or does not hold a mapping.
     """
+    where = f"config file '{os.fspath(path)}'"
     try:
-        if os.path.getsize(path) > MAX_YAML_BYTES:
-            raise ConfigError(
-                f"config file '{os.fspath(path)}' is {os.path.getsize(path)} bytes; a config "
-                f"is at most {MAX_YAML_BYTES} (is it a data file?)"
-            )
+        size = os.path.getsize(path)
+        if size > MAX_YAML_BYTES:
+            raise ConfigError(f"{where} is {size} bytes; a config is at most {MAX_YAML_BYTES} "
+                              "(is it a data file?)")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"config file '{os.fspath(path)}' does not exist") from None
+        raise ConfigError(f"{where} does not exist") from None
     except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"config file '{os.fspath(path)}' is not UTF-8 text (byte {error.object[error.start]:#04x} "
-            f"at offset {error.start}); is it the right file?"
-        ) from None
+        raise ConfigError(f"{where} is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+                          f"offset {error.start}); is it the right file?") from None
     except OSError as error:
-        raise ConfigError(
-            f"cannot read config file '{os.fspath(path)}': {error.strerror or error}"
-        ) from None
+        raise ConfigError(f"cannot read {where}: {error.strerror or error}") from None
     data = _load_text(text, source=f"'{os.fspath(path)}'")
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"config file '{os.fspath(path)}' must hold a mapping at the top level, "
-            f"found {type(data).__name__}"
-        )
+            f"{where} must hold a mapping at the top level, found {type(data).__name__}")
     return data
 
 

@@ -27,18 +27,16 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_RELATION = re.compile(r"^\s*(?P<lhs>.+?)\s*(?P<op>==|!=|<=|>=|<|>)\s*(?P<rhs>.+?)\s*$")
+# Longer operators first: `<=` must not read as `<` followed by `=`.
+_RELATION = re.compile(rf"^\s*(?P<lhs>.+?)\s*(?P<op>{'|'.join(_OPERATORS)})\s*(?P<rhs>.+?)\s*$")
 _MISSING = object()
 
 
 def check_restriction(config: Any, text: str, *, prefix: str = "") -> None:
-    """Raises if the restriction `text` does not hold for `config`.
+    """Raises if the restriction `text` (keys relative to `config`) does not hold.
 
     Args:
-        config: The config the restriction's dotted keys are relative to.
-        text: The restriction, e.g. `'trainer.train_steps > 0'`.
-        prefix: Dotted key of `config` inside the validated root, used to print
-            full keys in messages. Defaults to "".
+        prefix: Dotted key of `config` inside the validated root, for the messages.
 
     Raises:
         ConfigError: If the restriction is malformed, names an unknown key, compares
@@ -59,11 +57,8 @@ def check_restriction(config: Any, text: str, *, prefix: str = "") -> None:
             f"with {rhs!r} ({type(rhs).__name__})"
         ) from None
     if not holds:
-        facts = [
-            _describe(f"{prefix}.{key}" if prefix else key, value)
-            for key, value in ((lhs_key, lhs), (rhs_key, rhs))
-            if key is not None
-        ]
+        facts = [_describe(f"{prefix}.{key}" if prefix else key, value)
+                 for key, value in ((lhs_key, lhs), (rhs_key, rhs)) if key is not None]
         detail = ", ".join(facts) if facts else "the constants differ"
         raise ConfigError(f"restriction {text!r} failed: {detail}")
 
