@@ -101,7 +101,7 @@ class Config:
         # Only reached when normal lookup fails.
         if name.startswith("_"):
             raise AttributeError(name)
-        hint = did_you_mean(name, [f.name for f in dataclasses.fields(self)], style="clause")
+        hint = did_you_mean(name, field_types(type(self)), style="clause")
         raise AttributeError(f"{type(self).__name__} has no field {name!r}{hint}")
 
     def _refuse_if_locked(self, action: str) -> None:
