@@ -35,14 +35,21 @@ _DTYPE_HINTS = {
     "mixed_bfloat16": "bfloat16",
 }
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-_DEVICE = re.compile(r"^(?:auto|cpu|mps|meta|(?:cuda|xpu|hpu|npu|xla)(?::\d+)?)$")
-_DEVICE_NAMES = ("auto", "cpu", "cuda", "mps", "xpu", "hpu", "npu", "xla")
+_INDEXED_DEVICES = ("cuda", "xpu", "hpu", "npu", "xla")  # the types that take `:<index>`
+_DEVICE_NAMES = ("auto", "cpu", "mps", *_INDEXED_DEVICES)
 #: Names people mean by other words: spelling alone would suggest 'xpu' for 'gpu'.
 _DEVICE_HINTS = {
     "gpu": "cuda", "gpus": "cuda", "nvidia": "cuda", "cuda_gpu": "cuda", "rocm": "cuda",
     "hip": "cuda", "tpu": "xla", "metal": "mps", "apple": "mps", "m1": "mps", "m2": "mps",
     "mac": "mps", "default": "auto", "any": "auto", "host": "cpu",
 }
+
+
+def _is_device(device: str) -> bool:
+    name, colon, index = device.partition(":")
+    if colon:
+        return name in _INDEXED_DEVICES and index.isdecimal()
+    return name in _DEVICE_NAMES or name == "meta"
 
 
 def _device_hint(device: str) -> str:
@@ -54,7 +61,7 @@ def _device_hint(device: str) -> str:
     target = _DEVICE_HINTS.get(name) or (name if name in _DEVICE_NAMES else None)
     if target is None:
         return did_you_mean(name, _DEVICE_NAMES, style="clause")
-    if colon and index.isdigit() and target not in ("auto", "cpu", "mps"):
+    if colon and index.isdigit() and target in _INDEXED_DEVICES:
         target = f"{target}:{index}"
     return f"; did you mean {target!r}?"
 
@@ -150,7 +157,7 @@ class RuntimeConfig(Config):
     def check(self) -> None:
         """Checks the strategy, device, dtype, loss scale, compile mode and threads."""
         choose(self, "distribution_strategy", _STRATEGIES, _STRATEGY_HINTS)
-        if not _DEVICE.match(self.device):
+        if not _is_device(self.device):
             key = self.field_path("device")
             raise ConfigError(
                 f"{key}: {self.device!r} is not a device such as auto, cpu, cuda, cuda:1, mps"
