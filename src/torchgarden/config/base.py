@@ -104,9 +104,9 @@ class Config:
         hint = did_you_mean(name, field_types(type(self)), style="clause")
         raise AttributeError(f"{type(self).__name__} has no field {name!r}{hint}")
 
-    def _refuse_if_locked(self, action: str) -> None:
+    def _refuse_if_locked(self, action: str, key: str = "") -> None:
         if self.locked:
-            raise ConfigError(f"{type(self).__name__} is locked; {action}. "
+            raise ConfigError(f"{key or type(self).__name__} is locked; {action}. "
                               "Use .replace(...) to get an unlocked modified copy")
 
     def _convert(
@@ -164,11 +164,7 @@ class Config:
 
     def _apply(self, data: Mapping[str, Any], *, strict: bool, prefix: str) -> None:
         """Merges a mapping into this config (no dry run); `prefix` is this config's key."""
-        if self.locked:
-            raise ConfigError(
-                f"{prefix or type(self).__name__} is locked; no change is allowed. "
-                "Use .replace(...) to get an unlocked modified copy"
-            )
+        self._refuse_if_locked("no change is allowed", prefix)
         names = field_types(type(self))
         data = _nest_dotted(data, prefix)
         type_name = data.pop(TYPE_KEY, None)
