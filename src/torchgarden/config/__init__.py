@@ -14,6 +14,16 @@ from torchgarden.config.definitions import (
 )
 from torchgarden.config.diff import MISSING, diff
 from torchgarden.config.errors import ConfigError
+from torchgarden.config.learning_rates import (
+    ConstantLrConfig,
+    CosineLrConfig,
+    ExponentialLrConfig,
+    LinearWarmupConfig,
+    PolynomialLrConfig,
+    PolynomialWarmupConfig,
+    PowerLrConfig,
+    StepwiseLrConfig,
+)
 from torchgarden.config.multitask import (
     MultiEvalExperimentConfig,
     MultiTaskConfig,
@@ -24,28 +34,22 @@ from torchgarden.config.multitask import (
 )
 from torchgarden.config.oneof import OneOfConfig
 from torchgarden.config.optimization import (
+    EMAConfig,
+    LrConfig,
+    OptimizationConfig,
+    OptimizerConfig,
+    WarmupConfig,
+)
+from torchgarden.config.optimizers import (
     AdagradConfig,
     AdamConfig,
     AdamWConfig,
     BaseOptimizerConfig,
-    ConstantLrConfig,
-    CosineLrConfig,
-    EMAConfig,
-    ExponentialLrConfig,
-    LinearWarmupConfig,
-    LrConfig,
-    OptimizationConfig,
-    OptimizerConfig,
-    PolynomialLrConfig,
-    PolynomialWarmupConfig,
-    PowerLrConfig,
     RMSpropConfig,
     SGDConfig,
-    StepwiseLrConfig,
-    WarmupConfig,
 )
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
-from torchgarden.config.trackers import MlflowConfig, WandbConfig
+from torchgarden.config.runtime import MlflowConfig, WandbConfig
 
 __all__ = [
     "MISSING",

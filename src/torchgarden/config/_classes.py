@@ -1,4 +1,4 @@
-"""The table of every `Config` class, used to round-trip subclass instances.
+"""Config classes by name (`_type` keys) and how config messages print types and values.
 
 Each `Config` subclass is recorded under `module.QualName` when it is defined.
 `as_dict` writes that name under the reserved key `_type` when a field holds an
@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import reprlib
 import sys
+import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 from torchgarden.config import plugins as _plugins
-from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
+from torchgarden.config.errors import ConfigError, ConfigTypeError
+from torchgarden.utils.suggest import did_you_mean
 
 TYPE_KEY = "_type"
 """Reserved mapping key naming the Config class of that mapping."""
@@ -55,52 +57,49 @@ def register(cls: type) -> None:
 
 
 def set_root(cls: type) -> None:
-    """Records the base class of all configs (called once by `base.py`)."""
+    """Records `Config`, the base class of all configs (called once by `base.py`)."""
     _ROOT[:] = [cls]
     register(cls)
 
 
 def root() -> type:
-    """Returns the base class of all configs."""
     return _ROOT[0]
 
 
 def is_config_class(tp: Any) -> bool:
-    """Returns whether `tp` is the config base class or a subclass of it."""
     return isinstance(tp, type) and bool(_ROOT) and issubclass(tp, _ROOT[0])
 
 
 def simple_names() -> dict[str, type]:
-    """Returns registered classes by bare class name (for resolving local annotations)."""
+    """Registered classes by bare class name (for resolving local annotations)."""
     return {cls.__name__: cls for cls in _REGISTRY.values()}
 
 
 def lookup(name: Any, *, path: str) -> type:
-    """Returns the registered config class called `name`.
-
-    Args:
-        name: A `module.QualName` string from a `_type` key.
-        path: The dotted key of the `_type` entry, for the error message.
+    """Returns the config class a `_type` value (at dotted key `path`) names.
 
     Raises:
         ConfigError: If `name` is not a string or no such class was imported.
     """
-    if not isinstance(name, str):
-        raise ConfigTypeError(
-            f"{path} expects a class name 'module.Class', received {reprlib.repr(name)} "
-            f"({type(name).__name__})",
-            key=path,
-        )
+    check_class_name(name, path)
     cls = _REGISTRY.get(name) or _import_definition(name) or _main_script_class(name)
     if cls is None:
         module = name.rpartition(".")[0] or name
         raise ConfigError(
             f"{path}: config class {name!r} is not imported; import the module that "
             f"defines it first (command line: --import {module})"
-            f"{did_you_mean(name, _REGISTRY)}",
+            f"{did_you_mean(name, _REGISTRY, style='clause')}",
             key=path,
         )
     return cls
+
+
+def check_class_name(name: Any, path: str) -> None:
+    """Raises a ``ConfigTypeError`` unless the `_type` value at ``path`` is a string."""
+    if not isinstance(name, str):
+        raise ConfigTypeError(
+            f"{path} expects a class name 'module.Class', received {show(name)}", key=path
+        )
 
 
 def _main_script_class(name: str) -> type | None:
@@ -118,3 +117,49 @@ def _import_definition(name: str) -> type | None:
     if name not in _REGISTRY:
         _plugins.load_entry_points()
     return _REGISTRY.get(name)
+
+
+NoneType = type(None)
+_UNIONS = (Union, types.UnionType)
+
+
+def format_type(tp: Any) -> str:
+    """Returns an annotation as a user would write it: `int`, `float | None`, `list[int]`."""
+    if tp is Any:
+        return "Any"
+    if tp is NoneType or tp is None:
+        return "None"
+    origin = get_origin(tp)
+    args = get_args(tp)
+    if origin in _UNIONS:
+        parts = [format_type(arg) for arg in args if arg is not NoneType]
+        return " | ".join(parts + (["None"] if NoneType in args else []))
+    if origin is Literal:
+        return f"one of {', '.join(repr(arg) for arg in args)}"
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin))
+        if not args:
+            return name
+        return f"{name}[{', '.join('...' if a is Ellipsis else format_type(a) for a in args)}]"
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 2, 4, 4, 4
+_REPR.maxstring, _REPR.maxother = 40, 40
+
+
+def show(value: Any) -> str:
+    """Returns `repr(value) (type)` for error messages, shortened to one line.
+
+    The repr is bounded (`reprlib`): a value built from YAML aliases may be huge, and
+    a message must never expand it.
+    """
+    if is_config_class(type(value)):
+        return f"a {type(value).__name__}"
+    text = _REPR.repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"

@@ -11,60 +11,31 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import numbers
 import sys
-import types
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, get_args, get_origin
 
 from torchgarden.config import _classes
-from torchgarden.config._classes import TYPE_KEY
-from torchgarden.config._named_sets import named_configs_first
-from torchgarden.config._text import format_type, show
-from torchgarden.config.errors import ConfigError, ConfigTypeError, did_you_mean
+from torchgarden.config._classes import _UNIONS, TYPE_KEY, NoneType, format_type, key_of, show
+from torchgarden.config.errors import ConfigError, ConfigTypeError
+from torchgarden.utils.suggest import did_you_mean
 
-__all__ = [
-    "FieldSpec",
-    "coerce",
-    "config_classes_in",
-    "element_type",
-    "field_spec",
-    "format_type",
-    "show",
-]
+__all__ = ["coerce", "export", "field_types"]
 
-NoneType = type(None)
-_UNIONS = (Union, types.UnionType)
 _SCALARS = (bool, int, float, str)
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldSpec:
-    """The fields of one config class in definition order with resolved annotations."""
-
-    names: tuple[str, ...]
-    types: dict[str, Any]
-
-
-_SPECS: dict[type, FieldSpec] = {}
-
-
-def field_spec(cls: type) -> FieldSpec:
-    """Returns the (cached) field names and resolved annotations of a config class.
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """Returns the fields of a config class in definition order with resolved annotations.
 
     Raises:
         ConfigError: If a class in the hierarchy declares fields without being a
             dataclass, or an annotation names a class that cannot be found.
     """
-    spec = _SPECS.get(cls)
-    if spec is None:
-        spec = _build_spec(cls)
-        _SPECS[cls] = spec
-    return spec
-
-
-def _build_spec(cls: type) -> FieldSpec:
     for klass in cls.__mro__:
         if not _classes.is_config_class(klass) or "__dataclass_fields__" in klass.__dict__:
             continue
@@ -74,13 +45,12 @@ def _build_spec(cls: type) -> FieldSpec:
                 f"{klass.__qualname__} declares fields but is not a dataclass; "
                 "decorate it with @dataclasses.dataclass"
             )
-    names = tuple(f.name for f in dataclasses.fields(cls))
+    names = [f.name for f in dataclasses.fields(cls)]
     try:
         hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001 - fall back to resolving field by field
         hints = {}
-    resolved = {name: hints[name] if name in hints else _resolve_one(cls, name) for name in names}
-    return FieldSpec(names=names, types=resolved)
+    return {name: hints[name] if name in hints else _resolve_one(cls, name) for name in names}
 
 
 def _is_classvar(annotation: Any) -> bool:
@@ -115,13 +85,30 @@ def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
     )
 
 
-def config_classes_in(tp: Any) -> tuple[type, ...]:
-    """Returns the config classes an annotation names directly (`X`, `X | None`)."""
-    members = get_args(tp) if get_origin(tp) in _UNIONS else (tp,)
-    return tuple(member for member in members if _classes.is_config_class(member))
+def export(value: Any, tp: Any, include_type: bool) -> Any:
+    """``value`` as plain data for `as_dict`; ``tp`` is its field's annotation.
+
+    A config whose class is not one the annotation names directly (`X`, `X | None`) gets
+    its class under `_type` when ``include_type`` is set.
+    """
+    if _classes.is_config_class(type(value)):
+        data = value.as_dict(include_type=include_type)
+        named = get_args(tp) if get_origin(tp) in _UNIONS else (tp,)
+        if include_type and type(value) not in named:
+            data = {TYPE_KEY: key_of(type(value)), **data}
+        return data
+    if isinstance(value, list | tuple):  # A tuple stays a tuple (YAML writes both as lists).
+        return type(value)(
+            export(item, _element_type(tp, i), include_type) for i, item in enumerate(value)
+        )
+    if isinstance(value, dict):
+        return {
+            key: export(item, _element_type(tp, key), include_type) for key, item in value.items()
+        }
+    return value
 
 
-def element_type(tp: Any, index: int | str | None = None) -> Any:
+def _element_type(tp: Any, index: int | str | None = None) -> Any:
     """Returns the annotation of one item of a list, tuple or dict annotation (else Any)."""
     members = (
         [arg for arg in get_args(tp) if arg is not NoneType] if get_origin(tp) in _UNIONS else [tp]
@@ -147,12 +134,9 @@ def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool 
         value: The received value (from YAML, an override or an assignment).
         tp: The resolved annotation of the field.
         path: Dotted key of the field, used in error messages.
-        current: The field's present value. A mapping merges into a present
-            sub-config or dict; None builds a new one from defaults. Defaults to None.
-        strict: Whether unknown keys inside sub-configs are errors. Defaults to True.
-
-    Returns:
-        The converted value (a new list/dict/sub-config, or `current` merged in place).
+        current: The field's present value: a mapping merges into a present sub-config
+            or dict (which is returned); None builds a new one from defaults.
+        strict: Whether unknown keys inside sub-configs are errors.
 
     Raises:
         ConfigError: If the value does not fit the annotation.
@@ -173,9 +157,8 @@ def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool 
         if any(type(value) is type(choice) and value == choice for choice in choices):
             return value
         names = [c for c in choices if isinstance(c, str)]
-        raise _mismatch(
-            value, tp, path, did_you_mean(value, names) if isinstance(value, str) else ""
-        )
+        hint = did_you_mean(value, names, style="clause") if isinstance(value, str) else ""
+        raise _mismatch(value, tp, path, hint)
     if tp in (list, tuple) or origin in (list, tuple, Sequence):
         return _coerce_sequence(value, tp, path, current, strict)
     if tp is dict or origin in (dict, Mapping):
@@ -240,13 +223,20 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
         raise _mismatch(value, tp, path)
     members = [arg for arg in args if arg is not NoneType]
     if isinstance(value, Mapping):
-        members, value = named_configs_first(value, members, field_spec)
+        members, value = named_configs_first(value, members)
         if get_origin(members[0]) in (dict, Mapping) and _classes.is_config_class(type(current)):
             # Named sets replacing one config each start from a copy of it.
             current = {key: copy.deepcopy(current) for key in value}
     for member in members:
-        if _fits(value, member):
-            return _retyped(value, member, tp, path, current, strict)
+        if not _fits(value, member):
+            continue
+        try:
+            return coerce(value, member, path=path, current=current, strict=strict)
+        except ConfigError as error:
+            mismatch = error.key == path and "expects" in str(error)
+            if mismatch and not _classes.is_config_class(member):
+                raise _mismatch(value, tp, path) from None  # names the whole union
+            raise
     for member in members:
         try:
             return coerce(value, member, path=path, current=current, strict=strict)
@@ -256,14 +246,29 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
     raise _mismatch(value, tp, path)
 
 
-def _retyped(value: Any, member: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:
-    """Coerces to one union member, reporting a mismatch at `path` against the whole union."""
-    try:
-        return coerce(value, member, path=path, current=current, strict=strict)
-    except ConfigError as error:
-        if error.key == path and "expects" in str(error) and not _classes.is_config_class(member):
-            raise _mismatch(value, tp, path) from None
-        raise
+def named_configs_first(value: Mapping[Any, Any], members: list[Any]) -> tuple[list[Any], Any]:
+    """Orders the members of ``C | dict[str, C]`` (named sets) for a mapping.
+
+    One of C's fields (or ``_type``) makes the mapping a C; otherwise, when every value is
+    a mapping (or a dotted key names one), it is a dict of C by name (``{clean: {...},
+    noisy: {...}}``): the dict members go first and the value is returned with its dotted
+    keys nested.
+    """
+    named = [m for m in members if get_origin(m) in (dict, Mapping) and len(get_args(m)) == 2
+             and _classes.is_config_class(get_args(m)[1])]
+    if not named or not value or TYPE_KEY in value:
+        return members, value
+    fields = {name for m in members if _classes.is_config_class(m) for name in field_types(m)}
+    if any(str(key).partition(".")[0] in fields for key in value):
+        return members, value
+    if not all("." in str(key) or isinstance(item, Mapping) or _classes.is_config_class(type(item))
+               for key, item in value.items()):
+        return members, value
+    nested: dict[str, Any] = {}
+    for key, item in value.items():
+        head, dot, rest = str(key).partition(".")
+        nested[head] = {**nested.get(head, {}), rest: item} if dot else item
+    return named + [m for m in members if m not in named], nested
 
 
 def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) -> Any:
@@ -285,26 +290,18 @@ def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) 
         if type(current) is not cls:
             current = None
     if current is None or not isinstance(current, cls):
-        current = build(cls, path=path, has_data=bool(data))
+        if cls is _classes.root() and data:
+            raise ConfigError(
+                f"{path or cls.__name__}: the field is annotated with the generic Config; annotate "
+                f"it with a concrete Config subclass or add '{TYPE_KEY}: module.Class' to the "
+                "mapping", key=path)
+        try:
+            current = cls()
+        except TypeError as error:
+            raise ConfigError(f"{path or cls.__name__}: cannot build {cls.__name__} from "
+                              f"defaults ({error}); give every field a default") from None
     current._apply(data, strict=strict, prefix=path)
     return current
-
-
-def build(cls: type, *, path: str, has_data: bool = True) -> Any:
-    """Returns `cls()` built from defaults, or a ConfigError saying why it cannot be."""
-    if cls is _classes.root() and has_data:
-        raise ConfigError(
-            f"{path or cls.__name__}: the field is annotated with the generic Config; annotate "
-            f"it with a concrete Config subclass or add '{TYPE_KEY}: module.Class' to the mapping",
-            key=path,
-        )
-    try:
-        return cls()
-    except TypeError as error:
-        raise ConfigError(
-            f"{path or cls.__name__}: cannot build {cls.__name__} from defaults ({error}); "
-            "give every field a default"
-        ) from None
 
 
 def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool) -> Any:
@@ -319,16 +316,9 @@ def _coerce_sequence(value: Any, tp: Any, path: str, current: Any, strict: bool)
         return tuple(coerce(v, a, path=f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
     item_type = args[0] if args else Any
     same_length = isinstance(current, list | tuple) and len(current) == len(value)
-    return container(
-        coerce(
-            item,
-            item_type,
-            path=f"{path}[{i}]",
-            current=current[i] if same_length else None,
-            strict=strict,
-        )
-        for i, item in enumerate(value)
-    )
+    return container(coerce(item, item_type, path=f"{path}[{i}]",
+                            current=current[i] if same_length else None, strict=strict)
+                     for i, item in enumerate(value))
 
 
 def _is_variadic_tuple(args: tuple[Any, ...]) -> bool:
@@ -366,10 +356,7 @@ def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
         if TYPE_KEY in value:
             present = current if _classes.is_config_class(type(current)) else None
             return _coerce_config(value, _classes.root(), path, present, strict)
-        result = dict(current) if isinstance(current, dict) else {}
-        for key, item in value.items():
-            result[key] = _coerce_any(item, f"{path}.{key}", result.get(key), strict)
-        return result
+        return _coerce_mapping(value, dict, path, current, strict)
     if isinstance(value, list | tuple):
         # A tuple stays a tuple, as in Model Garden (YAML has no tuples: a file gives a list).
         return type(value)(

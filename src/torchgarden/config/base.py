@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from torchgarden.config import _classes
-from torchgarden.config._classes import TYPE_KEY, key_of
-from torchgarden.config._keys import join_key, nest_dotted, unknown_key_error
-from torchgarden.config._types import build, coerce, field_spec, show
-from torchgarden.config._values import configs_in, export, validate_value
-from torchgarden.config.errors import ConfigError, ConfigKeyError, ConfigTypeError, did_you_mean
+from torchgarden.config._classes import TYPE_KEY, check_class_name, key_of, show
+from torchgarden.config._types import coerce, export, field_types
+from torchgarden.config.errors import ConfigError, ConfigKeyError, ConfigTypeError
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
 from torchgarden.config.restrictions import check_restriction
 from torchgarden.utils.files import atomic_write_text
+from torchgarden.utils.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -65,7 +65,7 @@ class Config:
         _classes.register(cls)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        field_spec(cls)  # cached; reports a subclass that forgot @dataclass
+        field_types(cls)  # cached; reports a subclass that forgot @dataclass
         return super().__new__(cls)
 
     # ----------------------------------------------------------------- attributes
@@ -73,18 +73,11 @@ class Config:
         if name.startswith("_"):  # private state, not part of the config
             object.__setattr__(self, name, value)
             return
-        spec = field_spec(type(self))
-        if name not in spec.types:
-            raise ConfigKeyError(
-                f"{type(self).__name__} has no field {name!r}"
-                f"{did_you_mean(name, spec.names) or '; fields: ' + ', '.join(spec.names)}",
-                key=name,
-            )
-        if self.__dict__.get("_locked", False):
-            raise ConfigError(
-                f"{type(self).__name__} is locked; cannot set {name!r}. "
-                "Use .replace(...) to get an unlocked modified copy"
-            )
+        names = field_types(type(self))
+        if name not in names:
+            hint = did_you_mean(name, names, style="clause") or "; fields: " + ", ".join(names)
+            raise ConfigKeyError(f"{type(self).__name__} has no field {name!r}{hint}", key=name)
+        self._refuse_if_locked(f"cannot set {name!r}")
         path = f"{type(self).__name__}.{name}"
         object.__setattr__(self, name, self._convert(name, value, path=path, current=None))
 
@@ -92,17 +85,11 @@ class Config:
         if name.startswith("_"):
             object.__delattr__(self, name)
             return
-        if self.__dict__.get("_locked", False):
-            raise ConfigError(
-                f"{type(self).__name__} is locked; cannot delete {name!r}. "
-                "Use .replace(...) to get an unlocked modified copy"
-            )
-        spec = field_spec(type(self))
-        if name not in spec.types:
-            raise ConfigKeyError(
-                f"{type(self).__name__} has no field {name!r}{did_you_mean(name, spec.names)}",
-                key=name,
-            )
+        self._refuse_if_locked(f"cannot delete {name!r}")
+        names = field_types(type(self))
+        if name not in names:
+            hint = did_you_mean(name, names, style="clause")
+            raise ConfigKeyError(f"{type(self).__name__} has no field {name!r}{hint}", key=name)
         # Model Garden's ParamsDict deletes the key; a typed config keeps every field.
         raise ConfigKeyError(
             f"cannot delete {type(self).__name__}.{name}: a config's fields are fixed by its "
@@ -114,17 +101,19 @@ class Config:
         # Only reached when normal lookup fails.
         if name.startswith("_"):
             raise AttributeError(name)
-        names = [f.name for f in dataclasses.fields(self)]
-        raise AttributeError(
-            f"{type(self).__name__} has no field {name!r}{did_you_mean(name, names)}"
-        )
+        hint = did_you_mean(name, field_types(type(self)), style="clause")
+        raise AttributeError(f"{type(self).__name__} has no field {name!r}{hint}")
+
+    def _refuse_if_locked(self, action: str, key: str = "") -> None:
+        if self.locked:
+            raise ConfigError(f"{key or type(self).__name__} is locked; {action}. "
+                              "Use .replace(...) to get an unlocked modified copy")
 
     def _convert(
         self, name: str, value: Any, *, path: str, current: Any, strict: bool = True
     ) -> Any:
-        value = coerce(
-            value, field_spec(type(self)).types[name], path=path, current=current, strict=strict
-        )
+        value = coerce(value, field_types(type(self))[name], path=path, current=current,
+                       strict=strict)
         self._check_field(name, value, path)
         return value
 
@@ -175,47 +164,38 @@ class Config:
 
     def _apply(self, data: Mapping[str, Any], *, strict: bool, prefix: str) -> None:
         """Merges a mapping into this config (no dry run); `prefix` is this config's key."""
-        if self.locked:
-            raise ConfigError(
-                f"{prefix or type(self).__name__} is locked; no change is allowed. "
-                "Use .replace(...) to get an unlocked modified copy"
-            )
-        spec = field_spec(type(self))
-        data = nest_dotted(data, spec.types, prefix)
+        self._refuse_if_locked("no change is allowed", prefix)
+        names = field_types(type(self))
+        data = _nest_dotted(data, prefix)
         type_name = data.pop(TYPE_KEY, None)
-        if type_name is not None and not isinstance(type_name, str):
-            raise ConfigTypeError(
-                f"{join_key(prefix, TYPE_KEY)} expects a class name 'module.Class', received "
-                f"{show(type_name)}",
-                key=join_key(prefix, TYPE_KEY),
-            )
+        type_key = _join(prefix, TYPE_KEY)
+        if type_name is not None:
+            check_class_name(type_name, type_key)
         if type_name is not None and type_name != key_of(type(self)):
             raise ConfigError(
-                f"{join_key(prefix, TYPE_KEY)}: cannot turn a {type(self).__name__} into "
-                f"{type_name!r} in place; build it with {type_name.rpartition('.')[2]}.from_dict",
-                key=join_key(prefix, TYPE_KEY),
-            )
+                f"{type_key}: cannot turn a {type(self).__name__} into {type_name!r} in place; "
+                f"build it with {type_name.rpartition('.')[2]}.from_dict", key=type_key)
         for key, value in data.items():
-            path = join_key(prefix, str(key))
-            if key not in spec.types:
-                if strict:
-                    raise unknown_key_error(str(key), spec.names, prefix, type(self))
-                continue
-            new = self._convert(key, value, path=path, current=getattr(self, key), strict=strict)
-            object.__setattr__(self, key, new)
+            if key in names:
+                new = self._convert(key, value, path=_join(prefix, key),
+                                    current=getattr(self, key), strict=strict)
+                object.__setattr__(self, key, new)
+            elif strict:
+                valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
+                hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or valid
+                raise ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}",
+                                     key=_join(prefix, key))
 
     # --------------------------------------------------------------- copy & lock
     def lock(self) -> Self:
         """Makes this config and every sub-config immutable; returns self."""
-        for child in self._children():
-            child.lock()
-        object.__setattr__(self, "_locked", True)
+        self._set_locked(True)
         return self
 
     def copy(self) -> Self:
         """Returns an unlocked deep copy."""
         clone = copy.deepcopy(self)
-        clone._unlock()
+        clone._set_locked(False)
         return clone
 
     def replace(self, **kwargs: Any) -> Self:
@@ -228,14 +208,11 @@ class Config:
         clone.override(kwargs, strict=True)
         return clone
 
-    def _unlock(self) -> None:
-        object.__setattr__(self, "_locked", False)
-        for child in self._children():
-            child._unlock()
-
-    def _children(self) -> Iterator[Config]:
-        for name in field_spec(type(self)).names:
-            yield from configs_in(getattr(self, name))
+    def _set_locked(self, locked: bool) -> None:
+        object.__setattr__(self, "_locked", locked)
+        for name in field_types(type(self)):
+            for child in _configs_in(getattr(self, name)):
+                child._set_locked(locked)
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> Self:
@@ -252,8 +229,8 @@ class Config:
             check_restriction(self, text, prefix=prefix)
         object.__setattr__(self, "_path_prefix", prefix)
         self.check()
-        for name in field_spec(type(self)).names:
-            validate_value(getattr(self, name), join_key(prefix, name))
+        for name in field_types(type(self)):
+            _validate_value(getattr(self, name), _join(prefix, name))
 
     def check(self) -> None:
         """Hook: raise `ConfigError` for invalid values. The default accepts all.
@@ -263,7 +240,7 @@ class Config:
 
     def field_path(self, name: str) -> str:
         """Returns the dotted key of field `name` as seen from the config being validated."""
-        return join_key(self._path_prefix, name)
+        return _join(self._path_prefix, name)
 
     # ------------------------------------------------------------------- export
     def as_dict(self, *, include_type: bool = True) -> dict[str, Any]:
@@ -274,14 +251,14 @@ class Config:
                 of a field whose value is a strict subclass of its annotated
                 class, so that `from_dict` rebuilds the same class. Defaults to True.
         """
-        types = field_spec(type(self)).types
+        types = field_types(type(self))
         return {
             name: export(getattr(self, name), types[name], include_type)
             for name in self._export_names()
         }
 
     def _export_names(self) -> list[str]:
-        return list(field_spec(type(self)).names)
+        return list(field_types(type(self)))
 
     def to_yaml(self, path: str | os.PathLike[str] | None = None) -> str:
         """Returns the config as YAML and writes it to `path` (atomically) if given.
@@ -305,17 +282,7 @@ class Config:
             raise ConfigTypeError(
                 f"{cls.__name__}.from_dict expects a mapping, received {show(data)}"
             )
-        data = dict(data)
-        target: type = cls
-        if TYPE_KEY in data:
-            target = _classes.lookup(data.pop(TYPE_KEY), path=TYPE_KEY)
-            if not issubclass(target, cls):
-                raise ConfigError(
-                    f"{TYPE_KEY}: {target.__name__} is not a subclass of {cls.__name__}"
-                )
-        config = build(target, path="")
-        config._apply(data, strict=True, prefix="")
-        return config
+        return coerce(data, cls, path="")
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> Self:
@@ -328,22 +295,16 @@ class Config:
         node: Any = self
         walked = ""
         for part in key.split("."):
-            if isinstance(node, Config):
-                names = field_spec(type(node)).names
-                if part not in names:
-                    raise ConfigKeyError(
-                        f"unknown key {join_key(walked, part)!r}"
-                        f"{did_you_mean(part, names, prefix=walked + '.' if walked else '')}",
-                        key=join_key(walked, part),
-                    )
+            if isinstance(node, Config) and part in field_types(type(node)):
                 node = getattr(node, part)
             elif isinstance(node, Mapping) and part in node:
                 node = node[part]
             else:
-                raise ConfigKeyError(
-                    f"unknown key {join_key(walked, part)!r}", key=join_key(walked, part)
-                )
-            walked = join_key(walked, part)
+                names = field_types(type(node)) if isinstance(node, Config) else ()
+                hint = did_you_mean(part, names, prefix=_join(walked, ""), style="clause")
+                raise ConfigKeyError(f"unknown key {_join(walked, part)!r}{hint}",
+                                     key=_join(walked, part))
+            walked = _join(walked, part)
         return node
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -358,3 +319,55 @@ class Config:
 
 
 _classes.set_root(Config)
+
+
+def _join(prefix: str, key: object) -> str:
+    """`prefix.key`, or `key` at the top level (empty `prefix`)."""
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Turns `{"a.b": 1}` into `{"a": {"b": 1}}` (one level; each sub-config nests its own)."""
+    result: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise ConfigTypeError(
+                f"keys must be strings, received {show(key)} under {prefix or 'the top level'}"
+            )
+        head, dot, rest = key.partition(".")
+        if not dot:
+            result[key] = value
+            continue
+        present = result.get(head, {})
+        if not isinstance(present, Mapping):
+            raise ConfigError(f"key {_join(prefix, key)!r} conflicts with {_join(prefix, head)!r}")
+        result[head] = {**present, rest: value}
+    return result
+
+
+def _configs_in(value: Any) -> Iterator[Config]:
+    """The configs held by a value (itself, or inside lists, tuples and dicts)."""
+    if isinstance(value, Config):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _configs_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _configs_in(item)
+
+
+def _validate_value(value: Any, path: str) -> None:
+    """Validates the configs inside ``value`` and refuses NaN anywhere in it."""
+    if isinstance(value, float) and math.isnan(value):
+        # NaN compares false with everything, so a NaN bound or rate silently disables
+        # the check or poisons the run; no config field means anything by it.
+        raise ConfigError(f"{path} is NaN; give a number", key=path)
+    if isinstance(value, Config):
+        value._validate(path)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _validate_value(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _validate_value(item, f"{path}.{key}")

@@ -9,11 +9,10 @@ from __future__ import annotations
 import dataclasses
 import signal
 
-from torchgarden.config._checks import choose as _choose
-from torchgarden.config._checks import require as _require
-from torchgarden.config._named_sets import named_sets_annotation
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
+from torchgarden.config.errors import choose as _choose
+from torchgarden.config.errors import require as _require
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -27,8 +26,7 @@ class DataConfig(Config):
     """Where the data comes from and how batches are formed."""
 
     input_path: str | list[str] = ""
-    """File path(s) or pattern(s); a string may list several separated by commas.
-    Defaults to ""."""
+    """File path(s) or pattern(s); a string may list several, comma-separated. Defaults to ""."""
     global_batch_size: int = 0
     """Batch size summed over all processes; each rank gets an equal share. Defaults to 0."""
     is_training: bool | None = None
@@ -44,8 +42,7 @@ class DataConfig(Config):
     seed: int | None = None
     """Seed of the shuffling order; None derives it from the runtime seed. Defaults to None."""
     deterministic: bool | None = None
-    """Produce batches in a fixed order even with workers; None keeps the default.
-    Defaults to None."""
+    """Batches in a fixed order even with workers; None keeps the default. Defaults to None."""
     sharding: bool = True
     """Give each process a distinct shard of the data. Defaults to True."""
     num_workers: int = 0
@@ -97,9 +94,13 @@ class TaskConfig(Config):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("__annotations__", {})  # Named sets of a subclass' data too.
-        if "validation_data" in own:
-            own["validation_data"] = named_sets_annotation(own["validation_data"])
+        # A subclass' own data class here takes named sets too: C -> C | dict[str, C].
+        own = cls.__dict__.get("__annotations__", {})
+        annotation = own.get("validation_data")
+        if isinstance(annotation, str) and "dict[" not in annotation:
+            own["validation_data"] = f"{annotation} | dict[str, {annotation}]"
+        elif isinstance(annotation, type):
+            own["validation_data"] = annotation | dict[str, annotation]  # type: ignore[valid-type]
 
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""
@@ -149,8 +150,7 @@ class TrainerConfig(Config):
     """Below 0: ignore blow-ups; 0: fail on the first; N > 0: restore the latest
     checkpoint up to N times, then fail. Defaults to 0."""
     recovery_check_every_step: bool = False
-    """Check for blow-ups every step instead of once per loop (one host sync per step).
-    Defaults to False."""
+    """Check for blow-ups every step, not once per loop (a host sync each). Defaults to False."""
     validation_summary_subdir: str = "validation"
     """Subdirectory of `model_dir` for eval summaries. Defaults to "validation"."""
     preemption_on_demand_checkpoint: bool = True
@@ -201,12 +201,8 @@ class TrainerConfig(Config):
         _require(self, "checkpoint_interval", self.checkpoint_interval > 0, "> 0")
         _require(self, "validation_interval", self.validation_interval > 0, "> 0")
         _require(self, "train_steps", self.train_steps >= 0, ">= 0")
-        _require(
-            self,
-            "validation_steps",
-            self.validation_steps > 0 or self.validation_steps == -1,
-            "> 0, or -1 for the whole dataset",
-        )
+        _require(self, "validation_steps", self.validation_steps > 0 or self.validation_steps == -1,
+                 "> 0, or -1 for the whole dataset")
         _require(self, "max_to_keep", self.max_to_keep >= 1, ">= 1")
         _require(self, "continuous_eval_timeout", self.continuous_eval_timeout >= 0, ">= 0")
         _require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, ">= 1")
@@ -216,16 +212,13 @@ class TrainerConfig(Config):
         for name in ("best_checkpoint_export_subdir", "validation_summary_subdir"):
             _require(self, name, _inside(getattr(self, name)),
                      "a path inside model_dir (relative, without '..')")
-        if self.export_on_best and not (
-            self.best_checkpoint_export_subdir and self.best_checkpoint_eval_metric
-        ):
+        best = self.best_checkpoint_export_subdir and self.best_checkpoint_eval_metric
+        if self.export_on_best and not best:
             key = self.field_path("export_on_best")
             raise ConfigError(
                 f"{key} exports each new best checkpoint, so it needs "
                 f"{self.field_path('best_checkpoint_export_subdir')} (e.g. best_ckpt) and "
-                f"{self.field_path('best_checkpoint_eval_metric')} (e.g. accuracy) set",
-                key=key,
-            )
+                f"{self.field_path('best_checkpoint_eval_metric')} (e.g. accuracy) set", key=key)
         self._check_preemption_signals()
         self._check_profile_steps()
 
@@ -243,21 +236,15 @@ class TrainerConfig(Config):
         for name in self.preemption_signals:
             found = getattr(signal, _signal_name(name), None)
             if not isinstance(found, signal.Signals):
-                raise ConfigError(
-                    f"{key}: unknown signal {name!r}; use names such as SIGTERM, SIGINT, SIGUSR1",
-                    key=key,
-                )
+                raise ConfigError(f"{key}: unknown signal {name!r}; use names such as SIGTERM, "
+                                  "SIGINT, SIGUSR1", key=key)
             if found in _UNCATCHABLE:
-                raise ConfigError(
-                    f"{key}: {found.name} cannot be caught by any process, so it can never "
-                    "trigger a checkpoint; use SIGTERM, SIGINT or SIGUSR1",
-                    key=key,
-                )
+                raise ConfigError(f"{key}: {found.name} cannot be caught by any process, so it "
+                                  "can never trigger a checkpoint; use SIGTERM, SIGINT or SIGUSR1",
+                                  key=key)
 
 
-_UNCATCHABLE = frozenset(
-    getattr(signal, name) for name in ("SIGKILL", "SIGSTOP") if hasattr(signal, name)
-)
+_UNCATCHABLE = frozenset(getattr(signal, n) for n in ("SIGKILL", "SIGSTOP") if hasattr(signal, n))
 
 
 def _inside(subdir: str) -> bool:

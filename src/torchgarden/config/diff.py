@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchgarden.config._classes import TYPE_KEY, key_of
+from torchgarden.utils.logs import flatten
 
 if TYPE_CHECKING:
     from torchgarden.config.base import Config
@@ -40,7 +40,7 @@ def diff(a: Config, b: Config) -> dict[str, tuple[Any, Any]]:
         one side only has `MISSING` on the other. Lists compare as whole values.
         If the classes differ, `_type` maps to both class names.
     """
-    left, right = _flatten(a.as_dict()), _flatten(b.as_dict())
+    left, right = flatten(a.as_dict(), sep="."), flatten(b.as_dict(), sep=".")
     result: dict[str, tuple[Any, Any]] = {}
     if type(a) is not type(b):
         result[TYPE_KEY] = (key_of(type(a)), key_of(type(b)))
@@ -55,14 +55,3 @@ def _same(old: Any, new: Any) -> bool:
     if isinstance(old, float) and isinstance(new, float) and math.isnan(old) and math.isnan(new):
         return True
     return type(old) is type(new) and old == new
-
-
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, path))
-        else:
-            flat[path] = value
-    return flat

@@ -1,4 +1,4 @@
-"""The error types of the config package and its did-you-mean helper (see `utils.suggest`).
+"""The error types of the config package, and the value checks the definitions share.
 
 Every config error is a `ConfigError` (a `ValueError`, as Model Garden raises for a
 locked config). Two kinds also subclass the exception Model Garden raises for them, so
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
-from torchgarden.utils import suggest
-from torchgarden.utils.suggest import closest
+from torchgarden.utils.suggest import did_you_mean
 
-__all__ = ["ConfigError", "ConfigKeyError", "ConfigTypeError", "closest", "did_you_mean"]
+__all__ = ["ConfigError", "ConfigKeyError", "ConfigTypeError", "choose", "not_one_of", "require"]
 
 _NEWLINES = re.compile(r"\s*\n\s*")
 
@@ -49,12 +49,29 @@ class ConfigTypeError(ConfigError, TypeError):
     """A config value of the wrong type (Model Garden raises `TypeError` here)."""
 
 
-def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "") -> str:
-    """Returns `"; did you mean 'x'?"` for the closest choice, or `""` (config's clause style).
+def require(config: Any, name: str, ok: bool, requirement: str) -> None:
+    """Raises a ``ConfigError`` saying field ``name`` must be ``requirement`` unless ``ok``."""
+    if not ok:
+        key = config.field_path(name)
+        raise ConfigError(
+            f"{key} must be {requirement}, received {getattr(config, name)!r}", key=key
+        )
 
-    Args:
-        word: The unknown word.
-        choices: The valid words.
-        prefix: Prepended to the suggestion (for dotted paths). Defaults to "".
-    """
-    return suggest.did_you_mean(word, choices, prefix=prefix, style="clause")
+
+def choose(
+    config: Any, name: str, choices: Iterable[str], hints: dict[str, str] | None = None
+) -> None:
+    """Raises :func:`not_one_of` unless field ``name`` is None or one of ``choices``
+    (``hints`` map well-known wrong names to the right one)."""
+    value = getattr(config, name)
+    choices = tuple(choices)
+    if value is not None and value not in choices:
+        raise not_one_of(config.field_path(name), value, choices, (hints or {}).get(value))
+
+
+def not_one_of(
+    key: str, value: str, choices: tuple[str, ...], hint: str | None = None
+) -> ConfigError:
+    """Returns the error for ``value`` at ``key``: the choices and ``hint`` or the closest."""
+    hint = f"; did you mean {hint!r}?" if hint else did_you_mean(value, choices, style="clause")
+    return ConfigError(f"{key}: {value!r} is not one of {', '.join(choices)}{hint}", key=key)

@@ -20,7 +20,7 @@ from typing import Any
 from torchgarden.config._classes import TYPE_KEY, key_of
 from torchgarden.config.base import Config
 from torchgarden.config.definitions import DataConfig, ExperimentConfig, TaskConfig, TrainerConfig
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError, choose, require
 from torchgarden.config.oneof import OneOfConfig
 
 __all__ = [
@@ -65,18 +65,15 @@ class TaskRoutine(Config):
         if self.task_config is None:
             key = self.field_path("task_config")
             raise ConfigError(f"{key} is not set; give the task's config (with _type)", key=key)
-        if not (math.isfinite(self.task_weight) and self.task_weight > 0):
-            key = self.field_path("task_weight")
-            raise ConfigError(f"{key} must be a number > 0, received {self.task_weight!r}",
-                              key=key)
-        if self.eval_steps is not None and not (self.eval_steps > 0 or self.eval_steps == -1):
-            key = self.field_path("eval_steps")
-            raise ConfigError(f"{key} must be None, > 0, or -1 for the whole set, received "
-                              f"{self.eval_steps}", key=key)
+        require(self, "task_weight", math.isfinite(self.task_weight) and self.task_weight > 0,
+                "a number > 0")
+        steps = self.eval_steps
+        require(self, "eval_steps", steps is None or steps > 0 or steps == -1,
+                "None, > 0, or -1 for the whole set")
 
 
-def check_routines(config: Config, field: str) -> list[str]:
-    """Checks that ``config.<field>`` names every routine once; returns the names.
+def check_routines(config: Config, field: str) -> None:
+    """Checks that ``config.<field>`` names every routine once.
 
     Raises:
         ConfigError: No routine, a routine without a name, or two with the same name.
@@ -97,7 +94,6 @@ def check_routines(config: Config, field: str) -> list[str]:
                 f"[{names.index(name)}]; every task needs its own name",
                 key=f"{key}[{index}].task_name")
         names.append(name)
-    return names
 
 
 @dataclasses.dataclass
@@ -151,9 +147,7 @@ class ProportionalSampleConfig(Config):
 
     def check(self) -> None:
         """Checks that ``alpha`` is finite and >= 0."""
-        if not (math.isfinite(self.alpha) and self.alpha >= 0):
-            key = self.field_path("alpha")
-            raise ConfigError(f"{key} must be a number >= 0, received {self.alpha!r}", key=key)
+        require(self, "alpha", math.isfinite(self.alpha) and self.alpha >= 0, "a number >= 0")
 
 
 @dataclasses.dataclass
@@ -168,11 +162,9 @@ class AnnealingSampleConfig(Config):
     Defaults to 20."""
 
     def check(self) -> None:
-        """Checks that both counts are positive and an epoch fits in the total."""
+        """Checks that both counts are >= 1."""
         for name in ("steps_per_epoch", "total_steps"):
-            if getattr(self, name) < 1:
-                key = self.field_path(name)
-                raise ConfigError(f"{key} must be >= 1, received {getattr(self, name)}", key=key)
+            require(self, name, getattr(self, name) >= 1, ">= 1")
 
 
 @dataclasses.dataclass
@@ -201,18 +193,12 @@ class MultiTaskTrainerConfig(TrainerConfig):
     def check(self) -> None:
         """Checks the trainer type, the sampler and what multi-task training supports."""
         super().check()
-        if self.trainer_type not in TRAINER_TYPES:
-            key = self.field_path("trainer_type")
-            raise ConfigError(f"{key}: {self.trainer_type!r} is not one of "
-                              f"{', '.join(TRAINER_TYPES)}"
-                              f"{did_you_mean(self.trainer_type, TRAINER_TYPES)}", key=key)
+        choose(self, "trainer_type", TRAINER_TYPES)
         if self.task_sampler.type is None:
             key = self.field_path("task_sampler.type")
             raise ConfigError(f"{key} must be uniform, proportional or annealing", key=key)
-        if self.gradient_accumulation_steps != 1:
-            key = self.field_path("gradient_accumulation_steps")
-            raise ConfigError(f"{key} must be 1 for multi-task training, received "
-                              f"{self.gradient_accumulation_steps}", key=key)
+        require(self, "gradient_accumulation_steps", self.gradient_accumulation_steps == 1,
+                "1 for multi-task training")
 
 
 class _TypedExperiment:

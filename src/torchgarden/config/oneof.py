@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from torchgarden.config._types import field_spec
+from torchgarden.config._types import field_types
 from torchgarden.config.base import Config
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import not_one_of
 
 __all__ = ["OneOfConfig"]
 
@@ -37,7 +37,7 @@ class OneOfConfig(Config):
     @classmethod
     def alternatives(cls) -> tuple[str, ...]:
         """Returns the names of the alternative fields (every field but `type`)."""
-        return tuple(name for name in field_spec(cls).names if name != "type")
+        return tuple(name for name in field_types(cls) if name != "type")
 
     def get(self, key: str | None = None, default: Any = None) -> Any:
         """Returns the chosen alternative's config (None if `type` is None).
@@ -52,14 +52,8 @@ class OneOfConfig(Config):
         return getattr(self, self.type) if self.type is not None else None
 
     def _check_field(self, name: str, value: Any, path: str) -> None:
-        if name != "type" or value is None:
-            return
-        choices = self.alternatives()
-        if value not in choices:
-            raise ConfigError(
-                f"{path}: {value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}",
-                key=path,
-            )
+        if name == "type" and value is not None and value not in self.alternatives():
+            raise not_one_of(path, value, self.alternatives())
 
     def _export_names(self) -> list[str]:
         return ["type"] if self.type is None else ["type", self.type]

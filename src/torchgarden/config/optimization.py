@@ -39,7 +39,6 @@ from torchgarden.config.optimizers import (
     AdamExperimentalConfig,
     AdamWConfig,
     AdamWExperimentalConfig,
-    BaseOptimizerConfig,
     LAMBConfig,
     LARSConfig,
     RMSpropConfig,
@@ -47,109 +46,61 @@ from torchgarden.config.optimizers import (
     SGDExperimentalConfig,
 )
 
-__all__ = [
-    "AdafactorConfig",
-    "AdagradConfig",
-    "AdamConfig",
-    "AdamExperimentalConfig",
-    "AdamWConfig",
-    "AdamWExperimentalConfig",
-    "BaseOptimizerConfig",
-    "ConstantLrConfig",
-    "CosineLrConfig",
-    "EMAConfig",
-    "ExponentialLrConfig",
-    "LAMBConfig",
-    "LARSConfig",
-    "LinearWarmupConfig",
-    "LrConfig",
-    "OptimizationConfig",
-    "OptimizerConfig",
-    "PolynomialLrConfig",
-    "PolynomialWarmupConfig",
-    "PowerAndLinearDecayLrConfig",
-    "PowerDecayWithOffsetLrConfig",
-    "PowerLrConfig",
-    "RMSpropConfig",
-    "SGDConfig",
-    "SGDExperimentalConfig",
-    "StepCosineLrConfig",
-    "StepwiseLrConfig",
-    "WarmupConfig",
-]
+__all__ = ["EMAConfig", "LrConfig", "OptimizationConfig", "OptimizerConfig", "WarmupConfig"]
 
 _field = dataclasses.field
 
 
 @dataclasses.dataclass
 class OptimizerConfig(OneOfConfig):
-    """Chooses the optimizer: `type` is one of the fields below (Model Garden's names)."""
+    """Chooses the optimizer: `type` names one of the fields below (Model Garden's names),
+    which holds that optimizer's settings."""
 
     type: str | None = "sgd"
     """The optimizer in use. Defaults to "sgd"."""
     sgd: SGDConfig = _field(default_factory=SGDConfig)
-    """Settings used when `type` is "sgd"."""
     sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
-    """Settings used when `type` is "sgd_experimental"."""
     adam: AdamConfig = _field(default_factory=AdamConfig)
-    """Settings used when `type` is "adam"."""
     adam_experimental: AdamExperimentalConfig = _field(default_factory=AdamExperimentalConfig)
-    """Settings used when `type` is "adam_experimental"."""
     adamw: AdamWConfig = _field(default_factory=AdamWConfig)
-    """Settings used when `type` is "adamw"."""
     adamw_experimental: AdamWExperimentalConfig = _field(
         default_factory=AdamWExperimentalConfig)
-    """Settings used when `type` is "adamw_experimental"."""
     lamb: LAMBConfig = _field(default_factory=LAMBConfig)
-    """Settings used when `type` is "lamb"."""
     rmsprop: RMSpropConfig = _field(default_factory=RMSpropConfig)
-    """Settings used when `type` is "rmsprop"."""
     lars: LARSConfig = _field(default_factory=LARSConfig)
-    """Settings used when `type` is "lars"."""
     adagrad: AdagradConfig = _field(default_factory=AdagradConfig)
-    """Settings used when `type` is "adagrad"."""
     adafactor: AdafactorConfig = _field(default_factory=AdafactorConfig)
-    """Settings used when `type` is "adafactor"."""
 
 
 @dataclasses.dataclass
 class LrConfig(OneOfConfig):
-    """Chooses the schedule: `type` is one of the fields below (Model Garden's names)."""
+    """Chooses the schedule: `type` names one of the fields below (Model Garden's names),
+    which holds that schedule's settings."""
 
     type: str | None = "constant"
     """The schedule in use. Defaults to "constant"."""
     constant: ConstantLrConfig = _field(default_factory=ConstantLrConfig)
-    """Settings used when `type` is "constant"."""
     stepwise: StepwiseLrConfig = _field(default_factory=StepwiseLrConfig)
-    """Settings used when `type` is "stepwise"."""
     exponential: ExponentialLrConfig = _field(default_factory=ExponentialLrConfig)
-    """Settings used when `type` is "exponential"."""
     polynomial: PolynomialLrConfig = _field(default_factory=PolynomialLrConfig)
-    """Settings used when `type` is "polynomial"."""
     cosine: CosineLrConfig = _field(default_factory=CosineLrConfig)
-    """Settings used when `type` is "cosine"."""
     power: PowerLrConfig = _field(default_factory=PowerLrConfig)
-    """Settings used when `type` is "power"."""
     power_linear: PowerAndLinearDecayLrConfig = _field(
         default_factory=PowerAndLinearDecayLrConfig)
-    """Settings used when `type` is "power_linear"."""
     power_with_offset: PowerDecayWithOffsetLrConfig = _field(
         default_factory=PowerDecayWithOffsetLrConfig)
-    """Settings used when `type` is "power_with_offset"."""
     step_cosine_with_offset: StepCosineLrConfig = _field(default_factory=StepCosineLrConfig)
-    """Settings used when `type` is "step_cosine_with_offset"."""
 
 
 @dataclasses.dataclass
 class WarmupConfig(OneOfConfig):
-    """Chooses the warmup: `linear`, `polynomial`, or None for no warmup."""
+    """Chooses the warmup: `type` names the field holding its settings (`linear` or
+    `polynomial`), or is None for no warmup."""
 
     type: str | None = None
     """The warmup in use, or None. Defaults to None."""
     linear: LinearWarmupConfig = _field(default_factory=LinearWarmupConfig)
-    """Settings used when `type` is "linear"."""
     polynomial: PolynomialWarmupConfig = _field(default_factory=PolynomialWarmupConfig)
-    """Settings used when `type` is "polynomial"."""
 
 
 # ------------------------------------------------------------------------ EMA

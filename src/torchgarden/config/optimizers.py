@@ -40,9 +40,8 @@ class BaseOptimizerConfig(Config):
     global_clipnorm: float | None = None
     """Clip the global L2 norm of all gradients; None disables. Defaults to None."""
     fused: bool | None = None
-    """True: torch's fused kernel (faster on CPU and CUDA, rounds differently from a
-    hand-written loop). None or False: torch's default implementation, bitwise equal to
-    ``torch.optim.X(model.parameters(), ...)`` with torch's defaults. Defaults to None."""
+    """True: torch's fused kernel (faster, rounds differently). None or False: torch's default
+    implementation, bitwise equal to ``torch.optim.X(params, ...)``. Defaults to None."""
     name: str | None = None
     """Model Garden's display name of the optimizer; accepted so pasted configs read,
     unused by torch. Defaults to None."""
@@ -72,8 +71,7 @@ class SGDExperimentalConfig(BaseOptimizerConfig):
     nesterov: bool = False
     """Use Nesterov momentum. Defaults to False."""
     jit_compile: bool = False
-    """Keras' XLA switch; True is an error that points to ``runtime.enable_xla``
-    (torch.compile of the whole step). Defaults to False."""
+    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``. Defaults to False."""
 
 
 @dataclasses.dataclass
@@ -103,8 +101,7 @@ class AdamExperimentalConfig(AdamConfig):
     """Model Garden's ``adam_experimental`` (the new Keras Adam): `torch.optim.Adam`."""
 
     jit_compile: bool = False
-    """Keras' XLA switch; True is an error that points to ``runtime.enable_xla``.
-    Defaults to False."""
+    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``. Defaults to False."""
 
 
 @dataclasses.dataclass
@@ -133,8 +130,7 @@ class AdamWExperimentalConfig(AdamMomentsConfig):
     global_clipnorm: float | None = 1.0
     """Clip the global gradient norm (Model Garden's default 1.0). Defaults to 1.0."""
     jit_compile: bool = False
-    """Keras' XLA switch; True is an error that points to ``runtime.enable_xla``.
-    Defaults to False."""
+    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``. Defaults to False."""
 
 
 @dataclasses.dataclass

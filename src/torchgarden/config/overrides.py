@@ -174,32 +174,26 @@ def load_yaml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         ConfigError: If the file is missing or unreadable, is malformed (naming the
             line and column), or does not hold a mapping.
     """
+    where = f"config file '{os.fspath(path)}'"
     try:
-        if os.path.getsize(path) > MAX_YAML_BYTES:
-            raise ConfigError(
-                f"config file '{os.fspath(path)}' is {os.path.getsize(path)} bytes; a config "
-                f"is at most {MAX_YAML_BYTES} (is it a data file?)"
-            )
+        size = os.path.getsize(path)
+        if size > MAX_YAML_BYTES:
+            raise ConfigError(f"{where} is {size} bytes; a config is at most {MAX_YAML_BYTES} "
+                              "(is it a data file?)")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"config file '{os.fspath(path)}' does not exist") from None
+        raise ConfigError(f"{where} does not exist") from None
     except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"config file '{os.fspath(path)}' is not UTF-8 text (byte {error.object[error.start]:#04x} "
-            f"at offset {error.start}); is it the right file?"
-        ) from None
+        raise ConfigError(f"{where} is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+                          f"offset {error.start}); is it the right file?") from None
     except OSError as error:
-        raise ConfigError(
-            f"cannot read config file '{os.fspath(path)}': {error.strerror or error}"
-        ) from None
+        raise ConfigError(f"cannot read {where}: {error.strerror or error}") from None
     data = _load_text(text, source=f"'{os.fspath(path)}'")
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(
-            f"config file '{os.fspath(path)}' must hold a mapping at the top level, "
-            f"found {type(data).__name__}"
-        )
+            f"{where} must hold a mapping at the top level, found {type(data).__name__}")
     return data
 
 
@@ -246,18 +240,12 @@ def parse_override(text: str) -> dict[str, Any]:
 _KEY = re.compile(r"\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(\[[^\]]*\])?\s*=")
 _INT = re.compile(r"^[-+]?\d+$")
 _FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
-_WORDS = {
-    "true": True,
-    "True": True,
-    "TRUE": True,
-    "false": False,
-    "False": False,
-    "FALSE": False,
-    "null": None,
-    "None": None,
-    "NULL": None,
-    "~": None,
+WORDS = {
+    **dict.fromkeys(("true", "True", "TRUE"), True),
+    **dict.fromkeys(("false", "False", "FALSE"), False),
+    **dict.fromkeys(("null", "None", "NULL", "~"), None),
 }
+"""The words an override (and a restriction) reads as a bool or None."""
 
 
 def _parse_pairs(text: str) -> dict[str, Any] | None:
@@ -350,8 +338,8 @@ def _parse_list(text: str, pos: int) -> tuple[list[Any], int]:
 
 
 def _scalar(token: str) -> Any:
-    if token in _WORDS:
-        return _WORDS[token]
+    if token in WORDS:
+        return WORDS[token]
     if _INT.match(token):
         return int(token)
     if _FLOAT.match(token):

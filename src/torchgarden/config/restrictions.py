@@ -1,9 +1,9 @@
 """String restrictions between config values, checked by `Config.validate()`.
 
 A restriction is a binary relation `a <op> b` where each side is a dotted key
-(relative to the config that declares it) or a constant: a number, `None`/`null`,
-`true`/`false`, or a quoted string; `<op>` is one of `==, !=, <, <=, >, >=`.
-For example `'task.train_data.is_training != None'` or
+(relative to the config that declares it) or a constant: a number, a quoted string, or a
+word an override reads as a bool or None (`None`, `null`, `true`, `False`, ...); `<op>`
+is one of `==, !=, <, <=, >, >=`. For example `'task.train_data.is_training != None'` or
 `'trainer.steps_per_loop <= trainer.train_steps'`.
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from torchgarden.config.errors import ConfigError
+from torchgarden.config.overrides import WORDS
 
 __all__ = ["check_restriction"]
 
@@ -26,26 +27,16 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt,
     ">": operator.gt,
 }
-_RELATION = re.compile(r"^\s*(?P<lhs>.+?)\s*(?P<op>==|!=|<=|>=|<|>)\s*(?P<rhs>.+?)\s*$")
-_CONSTANTS = {
-    "None": None,
-    "null": None,
-    "true": True,
-    "True": True,
-    "false": False,
-    "False": False,
-}
+# Longer operators first: `<=` must not read as `<` followed by `=`.
+_RELATION = re.compile(rf"^\s*(?P<lhs>.+?)\s*(?P<op>{'|'.join(_OPERATORS)})\s*(?P<rhs>.+?)\s*$")
 _MISSING = object()
 
 
 def check_restriction(config: Any, text: str, *, prefix: str = "") -> None:
-    """Raises if the restriction `text` does not hold for `config`.
+    """Raises if the restriction `text` (keys relative to `config`) does not hold.
 
     Args:
-        config: The config the restriction's dotted keys are relative to.
-        text: The restriction, e.g. `'trainer.train_steps > 0'`.
-        prefix: Dotted key of `config` inside the validated root, used to print
-            full keys in messages. Defaults to "".
+        prefix: Dotted key of `config` inside the validated root, for the messages.
 
     Raises:
         ConfigError: If the restriction is malformed, names an unknown key, compares
@@ -66,19 +57,16 @@ def check_restriction(config: Any, text: str, *, prefix: str = "") -> None:
             f"with {rhs!r} ({type(rhs).__name__})"
         ) from None
     if not holds:
-        facts = [
-            _describe(f"{prefix}.{key}" if prefix else key, value)
-            for key, value in ((lhs_key, lhs), (rhs_key, rhs))
-            if key is not None
-        ]
+        facts = [_describe(f"{prefix}.{key}" if prefix else key, value)
+                 for key, value in ((lhs_key, lhs), (rhs_key, rhs)) if key is not None]
         detail = ", ".join(facts) if facts else "the constants differ"
         raise ConfigError(f"restriction {text!r} failed: {detail}")
 
 
 def _operand(config: Any, token: str, text: str) -> tuple[Any, str | None]:
     """Returns (value, dotted key or None for a constant)."""
-    if token in _CONSTANTS:
-        return _CONSTANTS[token], None
+    if token in WORDS:
+        return WORDS[token], None
     if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
         return token[1:-1], None
     for parse in (int, float):

@@ -1,17 +1,16 @@
 """``RuntimeConfig``: where and how the process runs (device, distribution, precision,
-threads, compilation, trackers)."""
+threads, compilation, trackers), with the settings of the MLflow and W&B trackers."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 
-from torchgarden.config._checks import choose, choose_item, require
 from torchgarden.config.base import Config
-from torchgarden.config.errors import ConfigError, did_you_mean
-from torchgarden.config.trackers import MlflowConfig, WandbConfig
+from torchgarden.config.errors import ConfigError, choose, not_one_of, require
+from torchgarden.utils.suggest import did_you_mean
 
-__all__ = ["STRATEGY_NAMES", "RuntimeConfig"]
+__all__ = ["STRATEGY_NAMES", "MlflowConfig", "RuntimeConfig", "WandbConfig"]
 
 _field = dataclasses.field
 
@@ -37,14 +36,21 @@ _DTYPE_HINTS = {
     "mixed_bfloat16": "bfloat16",
 }
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-_DEVICE = re.compile(r"^(?:auto|cpu|mps|meta|(?:cuda|xpu|hpu|npu|xla)(?::\d+)?)$")
-_DEVICE_NAMES = ("auto", "cpu", "cuda", "mps", "xpu", "hpu", "npu", "xla")
+_INDEXED_DEVICES = ("cuda", "xpu", "hpu", "npu", "xla")  # the types that take `:<index>`
+_DEVICE_NAMES = ("auto", "cpu", "mps", *_INDEXED_DEVICES)
 #: Names people mean by other words: spelling alone would suggest 'xpu' for 'gpu'.
 _DEVICE_HINTS = {
     "gpu": "cuda", "gpus": "cuda", "nvidia": "cuda", "cuda_gpu": "cuda", "rocm": "cuda",
     "hip": "cuda", "tpu": "xla", "metal": "mps", "apple": "mps", "m1": "mps", "m2": "mps",
     "mac": "mps", "default": "auto", "any": "auto", "host": "cpu",
 }
+
+
+def _is_device(device: str) -> bool:
+    name, colon, index = device.partition(":")
+    if colon:
+        return name in _INDEXED_DEVICES and index.isdecimal()
+    return name in _DEVICE_NAMES or name == "meta"
 
 
 def _device_hint(device: str) -> str:
@@ -55,10 +61,43 @@ def _device_hint(device: str) -> str:
         name, colon, index = match.group(1), ":", match.group(2)
     target = _DEVICE_HINTS.get(name) or (name if name in _DEVICE_NAMES else None)
     if target is None:
-        return did_you_mean(name, _DEVICE_NAMES)
-    if colon and index.isdigit() and target not in ("auto", "cpu", "mps"):
+        return did_you_mean(name, _DEVICE_NAMES, style="clause")
+    if colon and index.isdigit() and target in _INDEXED_DEVICES:
         target = f"{target}:{index}"
     return f"; did you mean {target!r}?"
+
+
+@dataclasses.dataclass
+class MlflowConfig(Config):
+    """Where `runtime.trackers: [..., mlflow]` logs (docs/observability.md)."""
+
+    tracking_uri: str = ""
+    """MLflow tracking URI (`http://host:5000`, `sqlite:///mlflow.db`, `file:./mlruns`);
+    "" uses MLflow's own default (`$MLFLOW_TRACKING_URI`, else `./mlruns`). Defaults to ""."""
+    experiment_name: str = "torchgarden"
+    """MLflow experiment the run belongs to (created if missing). Defaults to "torchgarden"."""
+    run_name: str = ""
+    """Name of the MLflow run; "" uses the model_dir's name. Defaults to ""."""
+
+
+@dataclasses.dataclass
+class WandbConfig(Config):
+    """Where `runtime.trackers: [..., wandb]` logs (docs/observability.md)."""
+
+    project: str = "torchgarden"
+    """W&B project. Defaults to "torchgarden"."""
+    entity: str = ""
+    """W&B entity (user or team); "" uses your default entity. Defaults to ""."""
+    mode: str = ""
+    """"online", "offline" (files under `model_dir/wandb/`, upload later with `wandb sync`)
+    or "disabled"; "" follows `$WANDB_MODE` (W&B's default: online). Defaults to ""."""
+    run_name: str = ""
+    """Name of the W&B run; "" uses the model_dir's name. Defaults to ""."""
+
+    def check(self) -> None:
+        """Checks the mode."""
+        if self.mode:  # "" follows $WANDB_MODE
+            choose(self, "mode", ("online", "offline", "disabled"))
 
 
 @dataclasses.dataclass
@@ -119,7 +158,7 @@ class RuntimeConfig(Config):
     def check(self) -> None:
         """Checks the strategy, device, dtype, loss scale, compile mode and threads."""
         choose(self, "distribution_strategy", STRATEGY_NAMES, _STRATEGY_HINTS)
-        if not _DEVICE.match(self.device):
+        if not _is_device(self.device):
             key = self.field_path("device")
             raise ConfigError(
                 f"{key}: {self.device!r} is not a device such as auto, cpu, cuda, cuda:1, mps"
@@ -139,7 +178,8 @@ class RuntimeConfig(Config):
         if self.seed is not None:
             require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
         for name in self.trackers:
-            choose_item(self, "trackers", name, _TRACKERS)
+            if name not in _TRACKERS:
+                raise not_one_of(self.field_path("trackers"), name, _TRACKERS)
         if self.peak_flops is not None:
             require(self, "peak_flops", self.peak_flops > 0, "> 0 or None")
         if self.steps_per_graph is not None:

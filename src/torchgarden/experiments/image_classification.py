@@ -31,10 +31,11 @@ from torchgarden.config import (
     RuntimeConfig,
     TaskConfig,
 )
-from torchgarden.config.errors import ConfigError, did_you_mean
+from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
+from torchgarden.utils.suggest import did_you_mean
 
 __all__ = [
     "ImageClassificationDataConfig",
@@ -73,7 +74,7 @@ class ImageClassificationDataConfig(DataConfig):
         if self.source not in _SOURCES:
             raise ConfigError(
                 f"{self.field_path('source')} must be one of {', '.join(_SOURCES)}, got "
-                f"'{self.source}'{did_you_mean(self.source, _SOURCES)}"
+                f"'{self.source}'{did_you_mean(self.source, _SOURCES, style='clause')}"
             )
         if self.streaming and self.source != "datasets":
             raise ConfigError(

@@ -10,21 +10,13 @@ None registers nothing and costs nothing.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
 __all__ = ["add_gradient_clipping"]
-
-
-def _trainable(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    return [p for group in optimizer.param_groups for p in group["params"]]
-
-
-def _check_positive(name: str, value: float | None) -> None:
-    if value is not None and not value > 0:
-        raise ValueError(f"Gradient clipping `{name}` must be > 0 or None, got {value!r}.")
 
 
 def add_gradient_clipping(
@@ -57,50 +49,40 @@ def add_gradient_clipping(
         ValueError: If a value is not positive, or both ``clipnorm`` and
             ``global_clipnorm`` are set (Keras rejects that too).
     """
-    for name, value in (
-        ("clipnorm", clipnorm),
-        ("clipvalue", clipvalue),
-        ("global_clipnorm", global_clipnorm),
-    ):
-        _check_positive(name, value)
+    for name, value in (("clipnorm", clipnorm), ("clipvalue", clipvalue),
+                        ("global_clipnorm", global_clipnorm)):
+        if value is not None and not value > 0:
+            raise ValueError(f"Gradient clipping `{name}` must be > 0 or None, got {value!r}.")
     if clipnorm is not None and global_clipnorm is not None:
         raise ValueError(
             f"Set only one of clipnorm ({clipnorm}) and global_clipnorm ({global_clipnorm}); "
             "use global_clipnorm to bound the norm of all gradients together."
         )
-    params = _trainable(optimizer)
-    handles = []
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    clips = ((global_clipnorm, _clip_global_norm), (clipnorm, _clip_each_norm),
+             (clipvalue, _clip_value))
+    return [optimizer.register_step_pre_hook(functools.partial(clip, params, float(value)))
+            for value, clip in clips if value is not None]
 
-    if global_clipnorm is not None:
-        max_norm = float(global_clipnorm)
 
-        def clip_global_norm(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True, error_if_nonfinite=False)
+# Step pre-hooks bound to (params, limit) with functools.partial. Each returns None: a
+# pre-hook that returns a value replaces the arguments of step().
+def _clip_global_norm(params: list[torch.Tensor], max_norm: float, *hook_args: Any) -> None:
+    torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True, error_if_nonfinite=False)
 
-        handles.append(optimizer.register_step_pre_hook(clip_global_norm))
 
-    if clipnorm is not None:
-        limit = float(clipnorm)
+def _clip_each_norm(params: list[torch.Tensor], limit: float, *hook_args: Any) -> None:
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    with torch.no_grad():
+        # factor = limit / max(norm, limit): exactly 1.0 for small gradients.
+        factors = torch._foreach_norm(grads)
+        torch._foreach_clamp_min_(factors, limit)
+        torch._foreach_reciprocal_(factors)
+        torch._foreach_mul_(factors, limit)
+        torch._foreach_mul_(grads, factors)
 
-        def clip_each_norm(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            grads = [p.grad for p in params if p.grad is not None]
-            if not grads:
-                return
-            with torch.no_grad():
-                # factor = limit / max(norm, limit): exactly 1.0 for small gradients.
-                factors = torch._foreach_norm(grads)
-                torch._foreach_clamp_min_(factors, limit)
-                torch._foreach_reciprocal_(factors)
-                torch._foreach_mul_(factors, limit)
-                torch._foreach_mul_(grads, factors)
 
-        handles.append(optimizer.register_step_pre_hook(clip_each_norm))
-
-    if clipvalue is not None:
-        bound = float(clipvalue)
-
-        def clip_value(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            torch.nn.utils.clip_grad_value_(params, bound, foreach=True)
-
-        handles.append(optimizer.register_step_pre_hook(clip_value))
-    return handles
+def _clip_value(params: list[torch.Tensor], bound: float, *hook_args: Any) -> None:
+    torch.nn.utils.clip_grad_value_(params, bound, foreach=True)

@@ -160,18 +160,28 @@ def _implementation(kind: str, param_groups: ParamGroups, fused: bool | None) ->
     return {"fused": True}
 
 
-@register_optimizer("sgd")
-def _build_sgd(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
-    momentum = getattr(config, "momentum", 0.0)
+def _sgd(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None,
+         weight_decay: float) -> torch.optim.Optimizer:
     return torch.optim.SGD(
         param_groups,
         lr=lr,
-        momentum=momentum,
+        momentum=config.momentum,
         # Keras accepts nesterov without momentum (a no-op); torch rejects it.
-        nesterov=bool(getattr(config, "nesterov", False)) and momentum > 0,
-        weight_decay=getattr(config, "weight_decay", 0.0),
+        nesterov=config.nesterov and config.momentum > 0,
+        weight_decay=weight_decay,
         **_implementation("sgd", param_groups, fused),
     )
+
+
+@register_optimizer("sgd")
+def _build_sgd(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
+    return _sgd(config, param_groups, lr=lr, fused=fused, weight_decay=config.weight_decay)
+
+
+def _adam_moments(config: Any) -> dict[str, Any]:
+    """The keywords of the Adam family's ``AdamMomentsConfig`` fields."""
+    return {"betas": (config.beta_1, config.beta_2), "eps": config.epsilon,
+            "amsgrad": config.amsgrad}
 
 
 @register_optimizer("adam")
@@ -179,10 +189,8 @@ def _build_adam(config: Any, param_groups: ParamGroups, *, lr: float, fused: boo
     return torch.optim.Adam(
         param_groups,
         lr=lr,
-        betas=(getattr(config, "beta_1", 0.9), getattr(config, "beta_2", 0.999)),
-        eps=getattr(config, "epsilon", 1e-7),
-        amsgrad=getattr(config, "amsgrad", False),
-        weight_decay=getattr(config, "weight_decay", 0.0),
+        weight_decay=config.weight_decay,
+        **_adam_moments(config),
         **_implementation("adam", param_groups, fused),
     )
 
@@ -192,10 +200,8 @@ def _build_adamw(config: Any, param_groups: ParamGroups, *, lr: float, fused: bo
     return torch.optim.AdamW(
         param_groups,
         lr=lr,
-        betas=(getattr(config, "beta_1", 0.9), getattr(config, "beta_2", 0.999)),
-        eps=getattr(config, "epsilon", 1e-7),
-        amsgrad=getattr(config, "amsgrad", False),
-        weight_decay=getattr(config, "weight_decay_rate", 0.0),
+        weight_decay=config.weight_decay_rate,
+        **_adam_moments(config),
         **_implementation("adamw", param_groups, fused),
     )
 
@@ -205,11 +211,11 @@ def _build_rmsprop(config: Any, param_groups: ParamGroups, *, lr: float, fused: 
     return torch.optim.RMSprop(
         param_groups,
         lr=lr,
-        alpha=getattr(config, "rho", 0.9),
-        momentum=getattr(config, "momentum", 0.0),
-        eps=getattr(config, "epsilon", 1e-7),
-        centered=getattr(config, "centered", False),
-        weight_decay=getattr(config, "weight_decay", 0.0),
+        alpha=config.rho,
+        momentum=config.momentum,
+        eps=config.epsilon,
+        centered=config.centered,
+        weight_decay=config.weight_decay,
         **_implementation("rmsprop", param_groups, fused),
     )
 
@@ -219,9 +225,9 @@ def _build_adagrad(config: Any, param_groups: ParamGroups, *, lr: float, fused: 
     return torch.optim.Adagrad(
         param_groups,
         lr=lr,
-        initial_accumulator_value=getattr(config, "initial_accumulator_value", 0.1),
-        eps=getattr(config, "epsilon", 1e-7),
-        weight_decay=getattr(config, "weight_decay", 0.0),
+        initial_accumulator_value=config.initial_accumulator_value,
+        eps=config.epsilon,
+        weight_decay=config.weight_decay,
         **_implementation("adagrad", param_groups, fused),
     )
 
@@ -257,11 +263,8 @@ def build_optimizer(
         TypeError: If ``params`` is of an unsupported kind.
 
     Example:
-        >>> from types import SimpleNamespace as NS
-        >>> cfg = NS(optimizer=NS(type="sgd", sgd=NS(momentum=0.9, clipnorm=None,
-        ...                                         clipvalue=None, global_clipnorm=None)),
-        ...          learning_rate=NS(type="constant", constant=NS(learning_rate=0.1)),
-        ...          warmup=NS(type=None))
+        >>> from torchgarden.config import OptimizationConfig
+        >>> cfg = OptimizationConfig().override({"optimizer": {"sgd": {"momentum": 0.9}}})
         >>> opt = build_optimizer(cfg, nn.Linear(2, 1))
         >>> get_learning_rate(opt)
         0.1
@@ -273,6 +276,7 @@ def build_optimizer(
         params, name_overrides(sub_config), path=f"{_OPTIMIZER_PATH}.{kind}")
     entry = _OPTIMIZERS[kind]
     kwargs: dict[str, Any] = {"lr": float(lr)}
+    # A registered type's sub-config need not declare fused or the clips: absent is off.
     if entry.accepts_fused:
         kwargs["fused"] = fused if fused is not None else getattr(sub_config, "fused", None)
     optimizer = entry.builder(sub_config, param_groups, **kwargs)

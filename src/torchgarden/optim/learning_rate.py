@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
-from torchgarden.optim._config_access import OPTIMIZATION_PATH, REQUIRED, read_fields, selected
+from torchgarden.optim._config_access import OPTIMIZATION_PATH, selected
 from torchgarden.optim.model_garden_schedules import (
     InverseTimeDecay,
     PowerAndLinearDecay,
@@ -28,64 +29,21 @@ if TYPE_CHECKING:
 
 __all__ = ["build_learning_rate"]
 
-# type -> (schedule class, {config field: default}); the fields are the class's arguments.
-_SCHEDULES: dict[str, tuple[type[LearningRateSchedule], dict[str, Any]]] = {
-    "constant": (ConstantSchedule, {"learning_rate": 0.1}),
-    "stepwise": (PiecewiseConstantDecay, {"boundaries": REQUIRED, "values": REQUIRED, "offset": 0}),
-    "exponential": (
-        ExponentialDecay,
-        {
-            "initial_learning_rate": REQUIRED,
-            "decay_steps": REQUIRED,
-            "decay_rate": REQUIRED,
-            "staircase": False,
-            "offset": 0,
-        },
-    ),
-    "polynomial": (
-        PolynomialDecay,
-        {
-            "initial_learning_rate": REQUIRED,
-            "decay_steps": REQUIRED,
-            "end_learning_rate": 1e-4,
-            "power": 1.0,
-            "cycle": False,
-            "offset": 0,
-        },
-    ),
-    "cosine": (
-        CosineDecay,
-        {"initial_learning_rate": REQUIRED, "decay_steps": REQUIRED, "alpha": 0.0, "offset": 0},
-    ),
-    "power": (PowerDecay, {"initial_learning_rate": REQUIRED, "power": -0.5, "offset": 0}),
-    "power_linear": (
-        PowerAndLinearDecay,
-        {
-            "initial_learning_rate": REQUIRED,
-            "total_decay_steps": REQUIRED,
-            "power": -0.5,
-            "linear_decay_fraction": 0.1,
-            "offset": 0,
-        },
-    ),
-    "power_with_offset": (
-        PowerDecayWithOffset,
-        {
-            "initial_learning_rate": REQUIRED,
-            "power": -0.5,
-            "offset": 0,
-            "pre_offset_learning_rate": 1.0e6,
-        },
-    ),
-    "step_cosine_with_offset": (
-        StepCosineDecayWithOffset,
-        {"boundaries": REQUIRED, "values": REQUIRED, "offset": 0},
-    ),
+# type -> schedule class; the config fields are the class's constructor arguments.
+_SCHEDULES: dict[str, type[LearningRateSchedule]] = {
+    "constant": ConstantSchedule,
+    "stepwise": PiecewiseConstantDecay,
+    "exponential": ExponentialDecay,
+    "polynomial": PolynomialDecay,
+    "cosine": CosineDecay,
+    "power": PowerDecay,
+    "power_linear": PowerAndLinearDecay,
+    "power_with_offset": PowerDecayWithOffset,
+    "step_cosine_with_offset": StepCosineDecayWithOffset,
 }
-
-_WARMUPS: dict[str, tuple[type[LearningRateSchedule], dict[str, Any]]] = {
-    "linear": (LinearWarmup, {"warmup_steps": REQUIRED, "warmup_learning_rate": 0.0}),
-    "polynomial": (PolynomialWarmup, {"warmup_steps": REQUIRED, "power": 1.0}),
+_WARMUPS: dict[str, type[LearningRateSchedule]] = {
+    "linear": LinearWarmup,
+    "polynomial": PolynomialWarmup,
 }
 
 
@@ -107,25 +65,40 @@ def build_learning_rate(optimization_config: OptimizationConfig) -> LearningRate
             field is unset.
 
     Example:
-        >>> from types import SimpleNamespace as NS
-        >>> cfg = NS(learning_rate=NS(type="constant", constant=NS(learning_rate=0.5)),
-        ...          warmup=NS(type="linear", linear=NS(warmup_steps=10,
-        ...                                             warmup_learning_rate=0.0)))
+        >>> from torchgarden.config import OptimizationConfig
+        >>> cfg = OptimizationConfig().override({
+        ...     "learning_rate": {"constant": {"learning_rate": 0.5}},
+        ...     "warmup": {"type": "linear", "linear": {"warmup_steps": 10}}})
         >>> build_learning_rate(cfg)(5)
         0.25
     """
     lr_path = f"{OPTIMIZATION_PATH}.learning_rate"
     kind, sub_config = selected(optimization_config.learning_rate, lr_path, _SCHEDULES)
-    cls, fields = _SCHEDULES[kind]
-    schedule = cls(**read_fields(sub_config, f"{lr_path}.{kind}", fields))
-
+    schedule = _build(_SCHEDULES[kind], sub_config, f"{lr_path}.{kind}")
     warmup = getattr(optimization_config, "warmup", None)
     if warmup is not None and getattr(warmup, "type", None) not in (None, ""):
         warmup_path = f"{OPTIMIZATION_PATH}.warmup"
         kind, sub_config = selected(warmup, warmup_path, _WARMUPS)
-        cls, fields = _WARMUPS[kind]
-        schedule = cls(schedule, **read_fields(sub_config, f"{warmup_path}.{kind}", fields))
+        schedule = _build(_WARMUPS[kind], sub_config, f"{warmup_path}.{kind}", schedule)
     return _legacy_decay(optimization_config, schedule)
+
+
+def _build(cls: type[LearningRateSchedule], sub_config: Any, path: str, *after: Any) -> Any:
+    """``cls(*after, **fields)``: every other constructor argument is read from ``sub_config``.
+
+    Raises:
+        ValueError: If ``sub_config`` lacks one of them or holds None.
+    """
+    kwargs = {}
+    for name in inspect.signature(cls).parameters:
+        if name == "after":  # the warmed-up schedule
+            continue
+        value = getattr(sub_config, name, None)
+        if value is None:
+            found = "None" if hasattr(sub_config, name) else "no such field"
+            raise ValueError(f"{path}.{name} must be set; got {found}.")
+        kwargs[name] = value
+    return cls(*after, **kwargs)
 
 
 def _legacy_decay(optimization_config: Any, schedule: LearningRateSchedule) -> LearningRateSchedule:
@@ -133,5 +106,6 @@ def _legacy_decay(optimization_config: Any, schedule: LearningRateSchedule) -> L
     legacy Keras optimizer decays whatever rate it is given)."""
     optimizer = getattr(optimization_config, "optimizer", None)
     kind = getattr(optimizer, "type", None)
-    decay = getattr(getattr(optimizer, kind, None), "decay", 0.0) if kind else 0.0
+    # Only the sgd config has ``decay``; another type's sub-config has no such field.
+    decay = getattr(getattr(optimizer, kind, None), "decay", None) if kind else None
     return InverseTimeDecay(schedule, decay) if decay else schedule

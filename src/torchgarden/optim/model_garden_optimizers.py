@@ -37,9 +37,10 @@ import torch
 
 from torchgarden.optim._config_access import OPTIMIZATION_PATH
 from torchgarden.optim.factory import (
+    _adam_moments,
     _build_adam,
-    _build_sgd,
     _implementation,
+    _sgd,
     register_optimizer,
 )
 from torchgarden.optim.layerwise import LAMB, LARS
@@ -52,7 +53,7 @@ _PATH = f"{OPTIMIZATION_PATH}.optimizer"
 
 
 def _no_jit(kind: str, config: Any) -> None:
-    if getattr(config, "jit_compile", False):
+    if config.jit_compile:
         raise ValueError(
             f"{_PATH}.{kind}.jit_compile is True; torch compiles the whole step instead: set "
             f"runtime.enable_xla=true and {_PATH}.{kind}.jit_compile=false.")
@@ -60,19 +61,15 @@ def _no_jit(kind: str, config: Any) -> None:
 
 @register_optimizer("lamb")
 def _build_lamb(config: Any, param_groups: ParamGroups, *, lr: float) -> torch.optim.Optimizer:
-    return LAMB(param_groups, lr=lr,
-                betas=(getattr(config, "beta_1", 0.9), getattr(config, "beta_2", 0.999)),
-                eps=getattr(config, "epsilon", 1e-6),
-                weight_decay=getattr(config, "weight_decay_rate", 0.0))
+    return LAMB(param_groups, lr=lr, betas=(config.beta_1, config.beta_2), eps=config.epsilon,
+                weight_decay=config.weight_decay_rate)
 
 
 @register_optimizer("lars")
 def _build_lars(config: Any, param_groups: ParamGroups, *, lr: float) -> torch.optim.Optimizer:
-    return LARS(param_groups, lr=lr, momentum=getattr(config, "momentum", 0.9),
-                eeta=getattr(config, "eeta", 0.001),
-                weight_decay=getattr(config, "weight_decay_rate", 0.0),
-                nesterov=getattr(config, "nesterov", False),
-                classic_momentum=getattr(config, "classic_momentum", True))
+    return LARS(param_groups, lr=lr, momentum=config.momentum, eeta=config.eeta,
+                weight_decay=config.weight_decay_rate, nesterov=config.nesterov,
+                classic_momentum=config.classic_momentum)
 
 
 _ADAFACTOR_UNSUPPORTED = {
@@ -87,26 +84,26 @@ _ADAFACTOR_UNSUPPORTED = {
 def _build_adafactor(config: Any, param_groups: ParamGroups, *, lr: float
                      ) -> torch.optim.Optimizer:
     for field, (supported, why) in _ADAFACTOR_UNSUPPORTED.items():
-        value = getattr(config, field, supported)
+        value = getattr(config, field)
         if value != supported:
             raise ValueError(f"{_PATH}.adafactor.{field} is {value!r} but {why}; set it to "
                              f"{supported!r} or choose another optimizer type.")
-    if getattr(config, "min_dim_size_to_factor", 1) > 1:
+    if config.min_dim_size_to_factor > 1:
         _logger.warning(
             "%s.adafactor.min_dim_size_to_factor=%s: torch's Adafactor factors every tensor "
             "with 2+ dims, also smaller ones.", _PATH, config.min_dim_size_to_factor)
     return torch.optim.Adafactor(
-        param_groups, lr=lr, beta2_decay=-float(getattr(config, "decay_rate", 0.8)),
-        eps=(math.sqrt(getattr(config, "epsilon1", 1e-30)), getattr(config, "epsilon2", 1e-3)),
-        d=getattr(config, "clipping_threshold", 1.0),
-        weight_decay=getattr(config, "weight_decay", None) or 0.0)
+        param_groups, lr=lr, beta2_decay=-float(config.decay_rate),
+        eps=(math.sqrt(config.epsilon1), config.epsilon2), d=config.clipping_threshold,
+        weight_decay=config.weight_decay or 0.0)  # None: no decay
 
 
 @register_optimizer("sgd_experimental")
 def _build_sgd_experimental(config: Any, param_groups: ParamGroups, *, lr: float,
                             fused: bool | None) -> torch.optim.Optimizer:
     _no_jit("sgd_experimental", config)
-    return _build_sgd(config, param_groups, lr=lr, fused=fused)
+    # Its config has no weight_decay field.
+    return _sgd(config, param_groups, lr=lr, fused=fused, weight_decay=0.0)
 
 
 @register_optimizer("adam_experimental")
@@ -121,8 +118,5 @@ def _build_adamw_experimental(config: Any, param_groups: ParamGroups, *, lr: flo
                               fused: bool | None) -> torch.optim.Optimizer:
     _no_jit("adamw_experimental", config)
     return torch.optim.AdamW(
-        param_groups, lr=lr,
-        betas=(getattr(config, "beta_1", 0.9), getattr(config, "beta_2", 0.999)),
-        eps=getattr(config, "epsilon", 1e-7), amsgrad=getattr(config, "amsgrad", False),
-        weight_decay=getattr(config, "weight_decay", 0.0),
+        param_groups, lr=lr, weight_decay=config.weight_decay, **_adam_moments(config),
         **_implementation("adamw", param_groups, fused))

@@ -9,33 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-_OPTIMIZER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "sgd": {"momentum": 0.0, "nesterov": False, "weight_decay": 0.0},
-    "adam": {
-        "beta_1": 0.9,
-        "beta_2": 0.999,
-        "epsilon": 1e-7,
-        "amsgrad": False,
-        "weight_decay": 0.0,
-    },
-    "adamw": {
-        "beta_1": 0.9,
-        "beta_2": 0.999,
-        "epsilon": 1e-7,
-        "amsgrad": False,
-        "weight_decay_rate": 0.0,
-        "exclude_from_weight_decay": [],
-    },
-    "rmsprop": {
-        "rho": 0.9,
-        "momentum": 0.0,
-        "epsilon": 1e-7,
-        "centered": False,
-        "weight_decay": 0.0,
-    },
-    "adagrad": {"initial_accumulator_value": 0.1, "epsilon": 1e-7, "weight_decay": 0.0},
-}
-_CLIP_DEFAULTS = {"clipnorm": None, "clipvalue": None, "global_clipnorm": None, "fused": None}
+from torchgarden.config import OptimizationConfig
 
 
 @pytest.fixture(autouse=True)
@@ -46,15 +20,21 @@ def _one_thread():
     torch.set_num_threads(previous)
 
 
-def _oneof(kind: str | None, **subs: Any) -> NS:
-    return NS(type=kind, **subs)
+def _oneof(oneof: Any, kind: str | None, fields: dict[str, Any]) -> NS:
+    """A one-of section choosing ``kind``; its fields default to the real config's."""
+    if kind is None:
+        return NS(type=None)
+    defaults = getattr(oneof, kind, None)  # None for a type the config does not know
+    values = {**(defaults.as_dict() if defaults else {}), **fields}
+    return NS(type=kind, **{kind: NS(**values)})
 
 
 @pytest.fixture
 def make_config() -> Callable[..., NS]:
     """Returns `make(optimizer="sgd", lr=("constant", {...}), warmup=None, **optimizer_fields)`.
 
-    Builds a stand-in for `OptimizationConfig` with the attributes the optim package reads.
+    Builds a stand-in for `OptimizationConfig` whose sections default to the real config's
+    and which may also name a type the real config would refuse.
     """
 
     def make(
@@ -63,15 +43,11 @@ def make_config() -> Callable[..., NS]:
         warmup: tuple[str, dict[str, Any]] | None = None,
         **optimizer_fields: Any,
     ) -> NS:
-        fields = {**_CLIP_DEFAULTS, **_OPTIMIZER_DEFAULTS.get(optimizer, {}), **optimizer_fields}
-        lr_kind, lr_fields = lr
-        warmup_kind, warmup_fields = warmup if warmup else (None, {})
+        real = OptimizationConfig()
         return NS(
-            optimizer=_oneof(optimizer, **{optimizer: NS(**fields)}),
-            learning_rate=_oneof(lr_kind, **{lr_kind: NS(**lr_fields)}),
-            warmup=_oneof(
-                warmup_kind, **({warmup_kind: NS(**warmup_fields)} if warmup_kind else {})
-            ),
+            optimizer=_oneof(real.optimizer, optimizer, optimizer_fields),
+            learning_rate=_oneof(real.learning_rate, *lr),
+            warmup=_oneof(real.warmup, *(warmup or (None, {}))),
             ema=None,
         )
 
