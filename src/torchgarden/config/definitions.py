@@ -234,8 +234,8 @@ class TrainerConfig(Config):
     def _check_preemption_signals(self) -> None:
         key = self.field_path("preemption_signals")
         for name in self.preemption_signals:
-            found = getattr(signal, _signal_name(name), None)
-            if not isinstance(found, signal.Signals):
+            found = signal_named(name)
+            if found is None:
                 raise ConfigError(f"{key}: unknown signal {name!r}; use names such as SIGTERM, "
                                   "SIGINT, SIGUSR1", key=key)
             if found in _UNCATCHABLE:
@@ -253,9 +253,11 @@ def _inside(subdir: str) -> bool:
     return not subdir.startswith(("/", "~")) and ".." not in parts
 
 
-def _signal_name(name: str) -> str:
+def signal_named(name: str) -> signal.Signals | None:
+    """The signal ``name`` names (``"SIGTERM"``, ``"term"``, ``"USR1"``), or None."""
     upper = str(name).upper()
-    return upper if upper.startswith("SIG") else f"SIG{upper}"
+    found = getattr(signal, upper if upper.startswith("SIG") else f"SIG{upper}", None)
+    return found if isinstance(found, signal.Signals) else None
 
 
 @dataclasses.dataclass

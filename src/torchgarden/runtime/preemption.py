@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
+from torchgarden.config.definitions import signal_named
+
 __all__ = ["PreemptionWatcher", "Preempted", "parse_signals"]
 
 _logger = logging.getLogger("torchgarden")
@@ -41,18 +43,14 @@ class Preempted(Exception):
 
 def parse_signals(names: Iterable[str]) -> list[signal.Signals]:
     """Maps names like ``"SIGTERM"`` / ``"USR1"`` to signals; unknown names raise ValueError."""
-    result = []
+    found = []
     for name in names:
-        key = name.upper()
-        key = key if key.startswith("SIG") else f"SIG{key}"
-        try:
-            result.append(signal.Signals[key])
-        except KeyError:
-            valid = ", ".join(s.name for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1))
-            raise ValueError(
-                f"trainer.preemption_signals: unknown signal '{name}'; use e.g. {valid}."
-            ) from None
-    return result
+        sig = signal_named(name)
+        if sig is None:
+            raise ValueError(f"trainer.preemption_signals: unknown signal '{name}'; use e.g. "
+                             "SIGTERM, SIGINT, SIGUSR1.")
+        found.append(sig)
+    return found
 
 
 class PreemptionWatcher:
@@ -112,20 +110,10 @@ class PreemptionWatcher:
         (the handler runs once it returns) is not in this answer; it stays set and is in
         the next one, at the next loop boundary.
         """
-        import torch.distributed as dist
+        from torchgarden.distribute import is_distributed, max_over_ranks
 
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            import torch
-
-            backend = dist.get_backend()
-            device = (
-                torch.device("cuda", torch.cuda.current_device())
-                if backend == "nccl"
-                else torch.device("cpu")
-            )
-            flag = torch.tensor([1 if self.requested else 0], device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            agreed = bool(flag.item())  # Host sync: once per loop.
-            self.requested = self.requested or agreed  # Never clears a flag just raised.
-            return agreed
-        return self.requested
+        if not is_distributed():
+            return self.requested
+        agreed = bool(max_over_ranks(int(self.requested)))  # Host sync: once per loop.
+        self.requested = self.requested or agreed  # Never clears a flag just raised.
+        return agreed
