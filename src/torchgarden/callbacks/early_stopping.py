@@ -100,9 +100,7 @@ class EarlyStopping(Callback):
         if has_metric(logs, self.monitor):
             self._check(step, logs)
 
-    def on_train_loop_end(self, step: int, logs: Logs) -> None:
-        if has_metric(logs, self.monitor):
-            self._check(step, logs)
+    on_train_loop_end = on_eval_end  # A train-log key is checked after every train loop.
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -101,7 +101,7 @@ class Controller:
         self.trainer = trainer
         self.evaluator = evaluator
         self.global_step = global_step
-        self._steps_per_loop = steps_per_loop
+        self.steps_per_loop = steps_per_loop
         self.checkpoint_manager = checkpoint_manager
         self.summary_interval = summary_interval
         self.train_actions = list(train_actions or [])
@@ -122,7 +122,6 @@ class Controller:
                 eval_summary_manager = eval_summary_manager or summary_manager  # Shared.
             self.eval_summary_manager = eval_summary_manager or SummaryManager(
                 eval_summary_dir, global_step=step)
-        self._eval_at: int | None = None  # The step train_and_evaluate evaluates at next.
         self._final_step: int | None = None  # The step training ends at (train_steps).
         self._callbacks("set_controller", self)
         if self.checkpoint_manager is not None:
@@ -132,11 +131,6 @@ class Controller:
 
     def _current_step(self) -> int:
         return int(self.global_step)
-
-    @property
-    def steps_per_loop(self) -> int:
-        spl = self._steps_per_loop
-        return int(spl(self._current_step())) if callable(spl) else int(spl)  # type: ignore[arg-type]
 
     def _log(self, message: str) -> None:
         _logger.info(message)
@@ -236,7 +230,7 @@ class Controller:
                 num_steps = min(steps - current, self._loop_length(current))
                 self._train_n_steps(num_steps)
                 current = self._current_step()
-                if current != self._eval_at:  # train_and_evaluate saves after that eval.
+                if top_level or current < steps:  # train_and_evaluate saves after its eval.
                     self._maybe_save_checkpoint()
         finally:
             self._progress.close()
@@ -248,7 +242,7 @@ class Controller:
         self._callbacks("on_train_end", self._current_step())
 
     def _loop_length(self, current: int) -> int:
-        spl = self._steps_per_loop  # An int: back onto its grid after a partial loop.
+        spl = self.steps_per_loop  # An int: back onto its grid after a partial loop.
         length = int(spl(current)) if callable(spl) else int(spl) - current % int(spl)
         return self.monitor.loop_length(current, length)
 
@@ -271,9 +265,13 @@ class Controller:
         rates, figures = self.monitor.end(current, new_step, self._final_step)
         self._log(f"train | step: {new_step: 6d} | {rates}output: {format_output(output)}")
         output.update(figures)
+        # Train summaries are written when the loop crossed a multiple of summary_interval
+        # (every loop without one), and at the last step of training.
+        interval = self.summary_interval
         if self._current_step() < new_step:  # Blow-up recovery restored an earlier step.
             self._resume_summaries()
-        elif self._should_write_train_summary(current, new_step):
+        elif (interval is None or new_step // interval > current // interval
+              or new_step == self._final_step):
             self._write(self.summary_manager, output, new_step)
         self._progress.update(new_step - current, output.get("training_loss"))
         preempted_mid_loop = stopped_early and getattr(self.preemption, "requested", False)
@@ -285,13 +283,6 @@ class Controller:
             path = path or getattr(self.checkpoint_manager, "latest_checkpoint", None)
             self._log(f"preempted at step {new_step}: checkpoint {path}; exiting.")
             raise Preempted(new_step, path, getattr(self.preemption, "exit_code", 143))
-
-    def _should_write_train_summary(self, before: int, after: int) -> bool:
-        # Written when the loop crossed a multiple of summary_interval (every loop when
-        # no interval is set), and at the last step of training.
-        interval = self.summary_interval
-        return (interval is None or after // interval > before // interval
-                or after == self._final_step)
 
     def evaluate(self, steps: int = -1) -> Logs:
         """Runs ``steps`` eval steps (-1: the whole dataset) and returns the logs."""
@@ -340,12 +331,8 @@ class Controller:
         self._final_step = train_steps
         try:
             while current < train_steps and not self.stop_training:
-                target = min(current + interval, train_steps)
-                self._eval_at = target
-                try:
-                    self.train(steps=target, checkpoint_at_completion=False)
-                finally:
-                    self._eval_at = None
+                self.train(steps=min(current + interval, train_steps),
+                           checkpoint_at_completion=False)
                 output = self.evaluate(steps=eval_steps)
                 self._maybe_save_checkpoint()
                 current = self._current_step()

@@ -19,15 +19,15 @@ def to_host(logs: Any) -> Any:
     All scalar tensors are copied to the host in one transfer per device, so a loop
     end costs one synchronisation however many metrics there are.
     """
-    scalars: list[tuple[dict[str, Any], str, torch.Tensor]] = []
+    scalars: dict[torch.device, list[tuple[dict[str, Any], str, torch.Tensor]]] = {}
 
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if isinstance(item, torch.Tensor) and item.numel() == 1 and item.ndim <= 1:
-                    scalars.append((out, key, item))
-                    out[key] = None
+                    scalars.setdefault(item.device, []).append((out, key, item))
+                    out[key] = None  # Filled in below; keeps the key order.
                 else:
                     out[key] = walk(item)
             return out
@@ -40,10 +40,7 @@ def to_host(logs: Any) -> Any:
         return value
 
     result = walk(logs)
-    by_device: dict[torch.device, list[tuple[dict[str, Any], str, torch.Tensor]]] = {}
-    for entry in scalars:
-        by_device.setdefault(entry[2].device, []).append(entry)
-    for entries in by_device.values():
+    for entries in scalars.values():
         stacked = torch.stack([t.detach().reshape(()).double() for _, _, t in entries])
         for (out, key, _), value in zip(entries, stacked.tolist()):  # Host sync.
             out[key] = value

@@ -66,7 +66,8 @@ def _peak_rss_gib() -> float | None:
 
 
 class ThroughputMeter:
-    """Figures of one train loop at a time: ``loop_begin()``, then ``loop_end(steps, seconds)``.
+    """Figures of one train loop at a time: ``loop_begin()``, then ``loop_end(steps, seconds)``
+    once the loop's logs are on the host.
 
     Example:
         >>> meter = ThroughputMeter(examples_per_step=256, tokens_per_example=1024,
@@ -122,16 +123,11 @@ class ThroughputMeter:
         self._wait_start = self._data_wait() if self._data_wait is not None else 0.0
 
     def loop_end(self, steps: int, elapsed: float) -> dict[str, float]:
-        """The figures of a loop of ``steps`` steps that took ``elapsed`` seconds (call
-        once its logs are on the host).
-
-        Returns:
-            ``throughput/examples_per_second``, ``throughput/tokens_per_second``,
-            ``throughput/mfu`` (fraction of ``peak_flops``),
-            ``throughput/data_wait_fraction``, ``memory/cuda_peak_gib`` (peak allocated
-            during the loop) and ``memory/rss_peak_gib`` (the process' peak resident
-            set), each where it is known.
-        """
+        """The figures of a loop of ``steps`` steps that took ``elapsed`` seconds, each
+        where it is known: ``throughput/{examples,tokens}_per_second``, ``throughput/mfu``
+        (fraction of ``peak_flops``), ``throughput/data_wait_fraction``,
+        ``memory/cuda_peak_gib`` (peak allocated during the loop) and
+        ``memory/rss_peak_gib`` (the process' peak resident set)."""
         out: dict[str, float] = {}
         if elapsed > 0 and steps > 0:
             rate = steps * self.examples_per_step / elapsed
@@ -195,13 +191,9 @@ class LoopMonitor:
         self._start = time.perf_counter()
 
     def end(self, step: int, new_step: int, final_step: int | None) -> tuple[str, dict[str, float]]:
-        """Called once the loop's logs are on the host.
-
-        Returns:
-            The log line's middle (``steps/sec: ... | examples/sec: ... | eta: ... | ``)
-            and the figures for the summaries (``steps_per_second``, ``throughput/*``,
-            ``memory/*``).
-        """
+        """Called once the loop's logs are on the host; returns the log line's middle
+        (``steps/sec: ... | examples/sec: ... | eta: ... | ``) and the figures for the
+        summaries (``steps_per_second``, ``throughput/*``, ``memory/*``)."""
         now = time.perf_counter()
         elapsed = now - self._start
         figures = self.throughput.loop_end(new_step - step, elapsed) if self.throughput else {}
