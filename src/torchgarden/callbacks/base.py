@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -27,22 +26,6 @@ _KERAS_ONLY_HOOKS = {
     "on_test_batch_begin": "on_eval_begin(self, step)",
     "on_test_batch_end": "on_eval_end(self, step, logs)",
 }
-
-
-def _forwarding_model_stop(hook: Callable[..., Any]) -> Callable[..., Any]:
-    """Wraps ``hook`` so that Keras' ``self.model.stop_training = True`` stops training."""
-
-    @functools.wraps(hook)
-    def wrapped(self: Callback, *args: Any, **kwargs: Any) -> Any:
-        result = hook(self, *args, **kwargs)
-        model = self.model
-        stop = model is not None and model.__dict__.pop("stop_training", False)
-        if stop and self.controller is not None:
-            self.controller.stop_training = True
-        return result
-
-    wrapped._tg_forwards_stop = True  # type: ignore[attr-defined]
-    return wrapped
 
 
 class Callback:
@@ -83,13 +66,8 @@ class Callback:
                     f"{replacement} instead (logs keys: 'training_loss', 'validation_loss', "
                     "metric names)."
                 )
-        for name in _HOOKS:
-            hook = cls.__dict__.get(name)
-            if callable(hook) and not getattr(hook, "_tg_forwards_stop", False):
-                setattr(cls, name, _forwarding_model_stop(hook))
 
-    def __init__(self) -> None:
-        self.controller: Any = None
+    controller: Any = None  # The Controller that runs this callback (set_controller).
 
     def set_controller(self, controller: Any) -> None:
         """Called once by the Controller that runs this callback."""

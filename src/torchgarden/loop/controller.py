@@ -147,6 +147,10 @@ class Controller:
             fn = getattr(callback, hook, None)
             if fn is not None:
                 fn(*args)
+        # Keras' spelling, `self.model.stop_training = True` in a hook, stops training too.
+        model = getattr(self.trainer or self.evaluator, "unwrapped_model", None)
+        if model is not None and model.__dict__.pop("stop_training", False):
+            self.stop_training = True
 
     @staticmethod
     def _write(manager: SummaryManagerInterface, output: Logs, step: int) -> None:
@@ -169,11 +173,8 @@ class Controller:
                 resume(self._current_step())
 
     def restore_checkpoint(self, checkpoint_path: str | None = None) -> str | None:
-        """Restores ``checkpoint_path``, or the latest checkpoint, or initialises.
-
-        Returns:
-            The restored path, or None when the model was initialised instead.
-        """
+        """Restores ``checkpoint_path``, or the latest checkpoint, or initialises; returns
+        the restored path (None: initialised)."""
         self._require("checkpoint_manager", "restore_checkpoint")
         if checkpoint_path is not None:
             self._log(f"restoring model from {checkpoint_path}...")
@@ -206,12 +207,8 @@ class Controller:
         return path
 
     def train(self, steps: int, checkpoint_at_completion: bool = True) -> None:
-        """Trains until the global step reaches ``steps`` (an absolute target).
-
-        Args:
-            steps: Target global step.
-            checkpoint_at_completion: Save a checkpoint when the target is reached.
-        """
+        """Trains until the global step reaches ``steps`` (an absolute target), then saves
+        a checkpoint unless ``checkpoint_at_completion`` is False."""
         self._require("trainer", "train")
         current = self._current_step()
         top_level = self._final_step is None  # Else train_and_evaluate's.
