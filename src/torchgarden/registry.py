@@ -107,8 +107,8 @@ def get_experiment(name: str) -> ExperimentConfig:
         known = sorted(_EXPERIMENTS)
         raise RegistryError(
             f"unknown experiment '{name}'.{did_you_mean(name, known, cutoff=0.5)} Registered: "
-            f"{', '.join(known) or '(none)'}. Register yours with @register_experiment and "
-            f"pass --import <your_module>."
+            f"{', '.join(known) or '(none: reinstall torchgarden to declare its entry points)'}. "
+            "Register yours with @register_experiment and pass --import <your_module>."
         ) from None
     return factory()
 
