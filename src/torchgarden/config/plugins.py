@@ -6,12 +6,10 @@ two kinds of module may define it, and nothing else is ever imported:
 * a module inside torchgarden itself (a name starting with `torchgarden.`), such as
   the built-in experiment configs in `torchgarden.experiments`;
 * the modules that installed packages declare in the `torchgarden.experiments`
-  entry-point group (the registry loads the same group to list experiments).
+  entry-point group (the registry loads the same group to list experiments; torchgarden
+  declares its own built-ins there too, and its tasks in `torchgarden.tasks`).
 
-Built-ins are entry points too (pyproject.toml): `torchgarden.experiments` in that group
-and `torchgarden.tasks` in the `torchgarden.tasks` group, so nothing below them imports
-them by name. This module sits below both `config` and `registry` and imports neither
-(nor torch).
+This module sits below both `config` and `registry` and imports neither (nor torch).
 """
 
 from __future__ import annotations
@@ -19,13 +17,8 @@ from __future__ import annotations
 import importlib
 import logging
 
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "OWN_PACKAGE",
-    "TASK_ENTRY_POINT_GROUP",
-    "import_own_module",
-    "load_entry_points",
-]
+__all__ = ["ENTRY_POINT_GROUP", "OWN_PACKAGE", "TASK_ENTRY_POINT_GROUP", "import_own_module",
+           "load_entry_points"]
 
 _logger = logging.getLogger("torchgarden")
 
