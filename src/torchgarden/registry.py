@@ -4,7 +4,9 @@ Model Garden keeps two registries (``exp_factory`` and ``task_factory``); torchg
 keeps both in this one module. Registration happens when a module is imported, so a
 launcher imports a ``registry_imports`` module (``torchgarden train --import pkg.mod``)
 or an installed package declares an entry point in the ``torchgarden.experiments``
-group. This module does not import torch.
+group (and, for tasks that should load only when needed, ``torchgarden.tasks``). The
+built-ins are registered the same way, by torchgarden's own entry points. This module
+does not import torch.
 
 Example:
     >>> from torchgarden import ExperimentConfig, register_experiment
@@ -23,7 +25,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from torchgarden.config.plugins import ENTRY_POINT_GROUP, load_entry_points
+from torchgarden.config.plugins import (
+    ENTRY_POINT_GROUP,
+    TASK_ENTRY_POINT_GROUP,
+    load_entry_points,
+)
 from torchgarden.utils.suggest import did_you_mean
 
 if TYPE_CHECKING:
@@ -40,6 +46,7 @@ __all__ = [
     "import_user_module",
     "load_entry_points",
     "ENTRY_POINT_GROUP",
+    "TASK_ENTRY_POINT_GROUP",
     "RegistryError",
 ]
 
@@ -82,7 +89,7 @@ def register_experiment(name: str) -> Callable[[F], F]:
 
 def list_experiments() -> list[str]:
     """Returns the sorted names of all registered experiments (built-ins included)."""
-    _ensure_builtins()
+    load_entry_points()
     return sorted(_EXPERIMENTS)
 
 
@@ -93,15 +100,15 @@ def get_experiment(name: str) -> ExperimentConfig:
         RegistryError: If no experiment of that name is registered; the message lists
             what is registered and the closest match.
     """
-    _ensure_builtins()
+    load_entry_points()
     try:
         factory = _EXPERIMENTS[name]
     except KeyError:
         known = sorted(_EXPERIMENTS)
         raise RegistryError(
             f"unknown experiment '{name}'.{did_you_mean(name, known, cutoff=0.5)} Registered: "
-            f"{', '.join(known) or '(none)'}. Register yours with @register_experiment and "
-            f"pass --import <your_module>."
+            f"{', '.join(known) or '(none: reinstall torchgarden to declare its entry points)'}. "
+            "Register yours with @register_experiment and pass --import <your_module>."
         ) from None
     return factory()
 
@@ -131,9 +138,9 @@ def register_task(config_cls: type) -> Callable[[F], F]:
 
 def get_task_cls(config_cls: type) -> Callable[..., Task]:
     """Returns the task class registered for ``config_cls`` (exact class match)."""
-    _ensure_builtins()
+    load_entry_points()
     if config_cls not in _TASKS:
-        importlib.import_module("torchgarden.tasks")  # Built-in tasks (imports torch).
+        load_entry_points(TASK_ENTRY_POINT_GROUP)  # The built-in tasks import torch.
     try:
         return _TASKS[config_cls]
     except KeyError:
@@ -241,9 +248,3 @@ def _where_it_is(name: str) -> str:
             where = os.path.normpath(folder)
             return f" it is under {where}/: run from there or set PYTHONPATH={where};"
     return ""
-
-
-def _ensure_builtins() -> None:
-    # Built-in experiment configs register in one explicit, torch-free module.
-    importlib.import_module("torchgarden.experiments")
-    load_entry_points()

@@ -1,84 +1,26 @@
-"""``Callback``: hooks the Controller calls around train loops, evaluations and checkpoints.
-
-Hooks follow one regular grid (Keras): ``on_{train,train_loop,eval}_{begin,end}`` plus
-``on_checkpoint_saved`` / ``on_checkpoint_restored`` and ``on_experiment_end``. Each
-receives the global step and, where there is one, the host-side logs dict. A callback
-stops training by setting ``self.controller.stop_training = True``; the Controller
-checks it at the next loop boundary.
-
-A callback with state (counters, best values) implements ``state_dict`` /
-``load_state_dict``; ``run_experiment`` puts such callbacks in the checkpoint so a
-resumed run continues with the same counters.
-
-Keras spellings: ``self.model.stop_training = True`` inside a hook also stops training
-(it is forwarded to the controller when the hook returns). Keras' epoch and batch hooks
-(``on_epoch_end``, ``on_train_batch_end``, ...) do not exist here, because the loop is
-counted in steps; defining one raises ``TypeError`` naming the hook to use instead.
-
-Example:
-    >>> class DetectOverfitting(Callback):
-    ...     def __init__(self, threshold: float = 1.5):
-    ...         super().__init__()
-    ...         self.threshold, self.train_loss = threshold, None
-    ...     def on_train_loop_end(self, step, logs):
-    ...         self.train_loss = logs["training_loss"]
-    ...     def on_eval_end(self, step, logs):
-    ...         if logs["validation_loss"] / self.train_loss > self.threshold:
-    ...             self.controller.stop_training = True
-"""
+"""``Callback``: hooks the Controller calls around train loops, evaluations and checkpoints."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from torchgarden.utils.logs import Logs
-from torchgarden.utils.metric_path import find_metric, has_metric
+from torchgarden.utils.metric_path import find_metric as lookup_metric
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["Callback", "LambdaCallback", "lookup_metric"]
 
-
-def lookup_metric(logs: Mapping[str, Any], name: str) -> Any:
-    """Returns ``logs[name]``, where ``"a|b"`` or ``"a/b"`` addresses ``logs["a"]["b"]``
-    (a named validation set's or a task's metric).
-
-    Raises:
-        KeyError: Naming the missing part and the keys that exist at that level.
-    """
-    if has_metric(logs, name):
-        return find_metric(logs, name)
-    value: Any = logs
-    for part in name.split("|"):
-        if not isinstance(value, Mapping) or part not in value:
-            keys = sorted(value) if isinstance(value, Mapping) else []
-            raise KeyError(
-                f"metric '{name}' not found in the logs: no key '{part}' (available: "
-                f"{', '.join(map(str, keys)) or 'none'})."
-            )
-        value = value[part]
-    return value
-
-
-_HOOKS = (
-    "on_train_begin", "on_train_end", "on_train_loop_begin", "on_train_loop_end",
-    "on_eval_begin", "on_eval_end", "on_checkpoint_saved", "on_checkpoint_restored",
-    "on_experiment_end",
-)
-
 # Keras hooks the step-based Controller never calls, and what to write instead.
+_EVERY_LOOP = " (runs every trainer.steps_per_loop steps)"
 _KERAS_ONLY_HOOKS = {
     "on_epoch_begin": "on_train_loop_begin(self, step)",
     "on_epoch_end": "on_eval_end(self, step, logs) for validation logs, or "
                     "on_train_loop_end(self, step, logs) for train logs",
-    "on_batch_begin": "on_train_loop_begin(self, step) (runs every trainer.steps_per_loop steps)",
-    "on_batch_end": "on_train_loop_end(self, step, logs) (runs every trainer.steps_per_loop "
-                    "steps)",
-    "on_train_batch_begin": "on_train_loop_begin(self, step) (runs every "
-                            "trainer.steps_per_loop steps)",
-    "on_train_batch_end": "on_train_loop_end(self, step, logs) (runs every "
-                          "trainer.steps_per_loop steps)",
+    "on_batch_begin": "on_train_loop_begin(self, step)" + _EVERY_LOOP,
+    "on_batch_end": "on_train_loop_end(self, step, logs)" + _EVERY_LOOP,
+    "on_train_batch_begin": "on_train_loop_begin(self, step)" + _EVERY_LOOP,
+    "on_train_batch_end": "on_train_loop_end(self, step, logs)" + _EVERY_LOOP,
     "on_test_begin": "on_eval_begin(self, step)",
     "on_test_end": "on_eval_end(self, step, logs)",
     "on_test_batch_begin": "on_eval_begin(self, step)",
@@ -86,28 +28,32 @@ _KERAS_ONLY_HOOKS = {
 }
 
 
-def _forwarding_model_stop(hook: Callable[..., Any]) -> Callable[..., Any]:
-    """Wraps ``hook`` so that Keras' ``self.model.stop_training = True`` stops training."""
-
-    @functools.wraps(hook)
-    def wrapped(self: Callback, *args: Any, **kwargs: Any) -> Any:
-        result = hook(self, *args, **kwargs)
-        model = self.model
-        stop = model is not None and model.__dict__.pop("stop_training", False)
-        if stop and self.controller is not None:
-            self.controller.stop_training = True
-        return result
-
-    wrapped._tg_forwards_stop = True  # type: ignore[attr-defined]
-    return wrapped
-
-
 class Callback:
     """Base class: override the hooks you need; every hook is a no-op by default.
 
+    Hooks follow one regular grid (Keras): ``on_{train,train_loop,eval}_{begin,end}`` plus
+    ``on_checkpoint_saved`` / ``on_checkpoint_restored`` and ``on_experiment_end``. Each
+    receives the global step and, where there is one, the host-side logs dict. A callback
+    stops training by setting ``self.controller.stop_training = True`` (or, as in Keras,
+    ``self.model.stop_training = True``); the Controller checks it at the next loop
+    boundary. A callback with state implements ``state_dict`` / ``load_state_dict``;
+    ``run_experiment`` puts it in the checkpoint so a resumed run keeps its counters.
+
+    Example:
+        >>> class DetectOverfitting(Callback):
+        ...     def __init__(self, threshold: float = 1.5):
+        ...         super().__init__()
+        ...         self.threshold, self.train_loss = threshold, None
+        ...     def on_train_loop_end(self, step, logs):
+        ...         self.train_loss = logs["training_loss"]
+        ...     def on_eval_end(self, step, logs):
+        ...         if logs["validation_loss"] / self.train_loss > self.threshold:
+        ...             self.controller.stop_training = True
+
     Raises:
-        TypeError: At class definition, when a subclass defines a Keras-only hook such
-            as ``on_epoch_end``; the message names the torchgarden hook to use.
+        TypeError: At class definition, when a subclass defines a Keras epoch or batch
+            hook such as ``on_epoch_end`` (the loop is counted in steps); the message
+            names the torchgarden hook to use.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -120,13 +66,8 @@ class Callback:
                     f"{replacement} instead (logs keys: 'training_loss', 'validation_loss', "
                     "metric names)."
                 )
-        for name in _HOOKS:
-            hook = cls.__dict__.get(name)
-            if callable(hook) and not getattr(hook, "_tg_forwards_stop", False):
-                setattr(cls, name, _forwarding_model_stop(hook))
 
-    def __init__(self) -> None:
-        self.controller: Any = None
+    controller: Any = None  # The Controller that runs this callback (set_controller).
 
     def set_controller(self, controller: Any) -> None:
         """Called once by the Controller that runs this callback."""
@@ -168,6 +109,9 @@ class Callback:
         """Once, when ``run_experiment`` returns."""
 
 
+_HOOKS = tuple(name for name in vars(Callback) if name.startswith("on_"))
+
+
 class LambdaCallback(Callback):
     """A callback from plain functions: ``LambdaCallback(on_eval_end=lambda s, logs: ...)``.
 
@@ -175,12 +119,10 @@ class LambdaCallback(Callback):
         **hooks: Hook name -> callable with that hook's signature.
     """
 
-    _HOOKS = _HOOKS
-
     def __init__(self, **hooks: Callable[..., Any]) -> None:
         super().__init__()
         for name, fn in hooks.items():
-            if name not in self._HOOKS:
-                hint = did_you_mean(name, self._HOOKS)
+            if name not in _HOOKS:
+                hint = did_you_mean(name, _HOOKS)
                 raise TypeError(f"LambdaCallback: unknown hook '{name}'.{hint}")
             setattr(self, name, fn)

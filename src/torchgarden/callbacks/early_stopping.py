@@ -65,19 +65,16 @@ class EarlyStopping(Callback):
         self.stopped_step: int | None = None
         self._best_weights: dict[str, torch.Tensor] | None = None
 
-    def _improved(self, value: float, reference: float) -> bool:
+    def _improved(self, value: float, reference: float | None) -> bool:
+        if reference is None:  # The first check, without a baseline.
+            return True
         if self.mode == "min":
             return value < reference - self.min_delta
         return value > reference + self.min_delta
 
     def _check(self, step: int, logs: Logs) -> None:
         value = float(lookup_metric(logs, self.monitor))
-        reference = self.best
-        if self.best_step is None and self.baseline is not None:
-            reference = self.baseline
-        if self._improved(value, reference) or (
-            self.best_step is None and self.baseline is None
-        ):
+        if self._improved(value, self.baseline if self.best_step is None else self.best):
             self.best, self.best_step, self.wait = value, step, 0
             if self.restore_best_weights and self.model is not None:
                 self._best_weights = {
@@ -100,9 +97,7 @@ class EarlyStopping(Callback):
         if has_metric(logs, self.monitor):
             self._check(step, logs)
 
-    def on_train_loop_end(self, step: int, logs: Logs) -> None:
-        if has_metric(logs, self.monitor):
-            self._check(step, logs)
+    on_train_loop_end = on_eval_end  # A train-log key is checked after every train loop.
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -1,15 +1,10 @@
 """``ExportOnBest``: a fresh export next to each new best checkpoint (Orbit's export action).
 
 Model Garden pairs ``NewBestMetric`` with ``ExportSavedModel`` in a ``ConditionalAction``;
-here the best checkpoint is already chosen by the ``BestCheckpointExporter``, so the
-callback watches it: after an evaluation that made a new best, it starts an export of
-that checkpoint (``start``, e.g. ``torchgarden.export.start_export`` in a background
-process) to ``<best dir>/export-<step>/`` and keeps the newest ``max_to_keep``.
-
-Training never waits for an export except where an async checkpoint save would wait for
-the previous one: at the next evaluation (which may replace the checkpoint being read)
-and at the end of the run (``on_experiment_end``; call :meth:`ExportOnBest.wait` yourself
-when driving a Controller without ``run_experiment``).
+here the ``BestCheckpointExporter`` already chooses the best checkpoint, so the callback
+watches it. Training never waits for an export except where an async checkpoint save
+would wait for the previous one: at the next evaluation (which may replace the checkpoint
+being read) and at the end of the run.
 """
 
 from __future__ import annotations
@@ -34,6 +29,10 @@ _EXPORT_NAME = re.compile(r"^export-(\d+)$")
 class ExportOnBest(Callback):
     """Exports each new best checkpoint of ``best_exporter``.
 
+    After an evaluation that made a new best, it starts an export of that checkpoint to
+    ``<best dir>/export-<step>/`` and keeps the newest ``max_to_keep``. Without
+    ``run_experiment`` (which calls ``on_experiment_end``), call :meth:`wait` at the end.
+
     Args:
         best_exporter: The trainer's best-checkpoint exporter.
         start: ``start(checkpoint_path, output_dir)`` begins an export and returns an
@@ -50,7 +49,6 @@ class ExportOnBest(Callback):
         self.start = start
         self.max_to_keep = max_to_keep
         self._pending: Any = None
-        self.exported: list[str] = []
 
     def exports(self) -> list[tuple[int, str]]:
         """``(step, path)`` of the export directories, oldest first."""
@@ -70,8 +68,6 @@ class ExportOnBest(Callback):
         if error is not None:
             _logger.warning("export of the best checkpoint to %s failed: %s",
                             pending.output_dir, error)
-        else:
-            self.exported.append(pending.output_dir)
         for _, path in self.exports()[:-self.max_to_keep]:
             shutil.rmtree(path, ignore_errors=True)
 

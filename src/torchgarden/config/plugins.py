@@ -6,7 +6,8 @@ two kinds of module may define it, and nothing else is ever imported:
 * a module inside torchgarden itself (a name starting with `torchgarden.`), such as
   the built-in experiment configs in `torchgarden.experiments`;
 * the modules that installed packages declare in the `torchgarden.experiments`
-  entry-point group (the registry loads the same group to list experiments).
+  entry-point group (the registry loads the same group to list experiments; torchgarden
+  declares its own built-ins there too, and its tasks in `torchgarden.tasks`).
 
 This module sits below both `config` and `registry` and imports neither (nor torch).
 """
@@ -16,17 +17,21 @@ from __future__ import annotations
 import importlib
 import logging
 
-__all__ = ["ENTRY_POINT_GROUP", "OWN_PACKAGE", "import_own_module", "load_entry_points"]
+__all__ = ["ENTRY_POINT_GROUP", "OWN_PACKAGE", "TASK_ENTRY_POINT_GROUP", "import_own_module",
+           "load_entry_points"]
 
 _logger = logging.getLogger("torchgarden")
 
 ENTRY_POINT_GROUP = "torchgarden.experiments"
 """The entry-point group whose modules register experiments (and define their configs)."""
 
+TASK_ENTRY_POINT_GROUP = "torchgarden.tasks"
+"""The entry-point group whose modules register tasks (may import torch; loaded on demand)."""
+
 OWN_PACKAGE = "torchgarden"
 """The only package whose modules a class name read from a config may import."""
 
-_entry_points_loaded = False
+_loaded_groups: set[str] = set()
 
 
 def import_own_module(class_name: str) -> None:
@@ -60,20 +65,19 @@ def _plain_name(part: str) -> bool:
     return part.isidentifier() and not part.startswith("__")
 
 
-def load_entry_points() -> None:
-    """Imports every module declared in the `torchgarden.experiments` entry-point group, once.
+def load_entry_points(group: str = ENTRY_POINT_GROUP) -> None:
+    """Imports every module declared in the entry-point ``group``, once.
 
     A plug-in that fails to import is logged as a warning and skipped, so a broken
     plug-in never breaks every other experiment.
     """
-    global _entry_points_loaded
-    if _entry_points_loaded:
+    if group in _loaded_groups:
         return
-    _entry_points_loaded = True
+    _loaded_groups.add(group)
     from importlib.metadata import entry_points  # Slow to import; needed only here.
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(group=group):
         try:
             ep.load()
         except Exception as e:  # A broken plug-in must not break every other experiment.
-            _logger.warning("could not load torchgarden experiments from %s: %s", ep.value, e)
+            _logger.warning("could not load %s from %s: %s", group, ep.value, e)

@@ -2,9 +2,8 @@
 
 from torchgarden.loop.controller import Action, Controller
 from torchgarden.loop.logs import flatten_logs, to_host
-from torchgarden.loop.monitor import LoopMonitor
 from torchgarden.loop.profiler import ProfilerWindow
-from torchgarden.loop.throughput import ThroughputMeter
+from torchgarden.loop.throughput import LoopMonitor, ThroughputMeter
 
 __all__ = [
     "Action",

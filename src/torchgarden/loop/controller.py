@@ -29,16 +29,10 @@ from typing import Any, Protocol
 from torchgarden.checkpoint import CheckpointError, checkpoints_iterator
 from torchgarden.loop.arguments import check_arguments
 from torchgarden.loop.logs import format_output, to_host
-from torchgarden.loop.monitor import LoopMonitor
 from torchgarden.loop.progress import ProgressBar
-from torchgarden.loop.summaries import (
-    default_managers,
-    recorded_logs,
-    resume_managers,
-    write_summaries,
-)
+from torchgarden.loop.throughput import LoopMonitor
 from torchgarden.runtime.preemption import Preempted
-from torchgarden.summary import SummaryManagerInterface
+from torchgarden.summary import SummaryManager, SummaryManagerInterface
 from torchgarden.utils.logs import Logs
 
 __all__ = ["Controller", "Action"]
@@ -107,7 +101,7 @@ class Controller:
         self.trainer = trainer
         self.evaluator = evaluator
         self.global_step = global_step
-        self._steps_per_loop = steps_per_loop
+        self.steps_per_loop = steps_per_loop
         self.checkpoint_manager = checkpoint_manager
         self.summary_interval = summary_interval
         self.train_actions = list(train_actions or [])
@@ -118,39 +112,30 @@ class Controller:
         self.monitor = monitor or LoopMonitor()
         self.stop_training = False
         self._progress = ProgressBar(sys.stdout.isatty() if progress_bar is None else progress_bar)
-        self.summary_manager, eval_manager = default_managers(
-            training=trainer is not None, evaluating=evaluator is not None,
-            summary_dir=summary_dir, eval_summary_dir=eval_summary_dir,
-            summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
-            current_step=self._current_step,
-        )
-        if eval_manager is not None:
-            self.eval_summary_manager = eval_manager
-        self._eval_at: int | None = None  # The step train_and_evaluate evaluates at next.
+        step = self._current_step
+        self.summary_manager = summary_manager or SummaryManager(
+            summary_dir if trainer is not None else None, global_step=step)
+        self.eval_summary_manager: SummaryManagerInterface | None = None
+        if evaluator is not None:
+            eval_summary_dir = eval_summary_dir or summary_dir
+            if eval_summary_dir == summary_dir and trainer is not None:
+                eval_summary_manager = eval_summary_manager or summary_manager  # Shared.
+            self.eval_summary_manager = eval_summary_manager or SummaryManager(
+                eval_summary_dir, global_step=step)
         self._final_step: int | None = None  # The step training ends at (train_steps).
         self._callbacks("set_controller", self)
         if self.checkpoint_manager is not None:
             self.restore_checkpoint()
         elif trainer is not None:
-            self._resume_summaries(self._current_step())
-
-    # ------------------------------------------------------------------ helpers
+            self._resume_summaries()
 
     def _current_step(self) -> int:
         return int(self.global_step)
 
-    @property
-    def steps_per_loop(self) -> int:
-        spl = self._steps_per_loop
-        return int(spl(self._current_step())) if callable(spl) else int(spl)  # type: ignore[arg-type]
-
     def _log(self, message: str) -> None:
         _logger.info(message)
         if self.print_logs:
-            if self._progress.active:
-                self._progress.write(message)
-            else:
-                print(message, flush=True)
+            self._progress.write(message)
 
     def _require(self, attr: str, method: str) -> None:
         if getattr(self, attr, None) is None:
@@ -162,17 +147,34 @@ class Controller:
             fn = getattr(callback, hook, None)
             if fn is not None:
                 fn(*args)
+        # Keras' spelling, `self.model.stop_training = True` in a hook, stops training too.
+        model = getattr(self.trainer or self.evaluator, "unwrapped_model", None)
+        if model is not None and model.__dict__.pop("stop_training", False):
+            self.stop_training = True
 
-    _write = staticmethod(write_summaries)
+    @staticmethod
+    def _write(manager: SummaryManagerInterface, output: Logs, step: int) -> None:
+        # torchgarden's managers take the step (one built without a global_step still
+        # writes at the right step); others get Orbit's call and read the step themselves.
+        if isinstance(manager, SummaryManager):
+            manager.write_summaries(output, step=step)
+        else:
+            manager.write_summaries(output)
+        manager.flush()
 
-    # ------------------------------------------------------------------ checkpoints
+    def _resume_summaries(self) -> None:
+        # An interrupted (or blown-up) run forgets what it wrote past the current step.
+        managers = [self.summary_manager, self.eval_summary_manager]
+        if managers[1] is managers[0]:
+            managers.pop()
+        for manager in managers:
+            resume = getattr(manager, "resume_at", None)  # None without an evaluator.
+            if resume is not None:
+                resume(self._current_step())
 
     def restore_checkpoint(self, checkpoint_path: str | None = None) -> str | None:
-        """Restores ``checkpoint_path``, or the latest checkpoint, or initialises.
-
-        Returns:
-            The restored path, or None when the model was initialised instead.
-        """
+        """Restores ``checkpoint_path``, or the latest checkpoint, or initialises; returns
+        the restored path (None: initialised)."""
         self._require("checkpoint_manager", "restore_checkpoint")
         if checkpoint_path is not None:
             self._log(f"restoring model from {checkpoint_path}...")
@@ -186,11 +188,8 @@ class Controller:
         else:
             self._log("initialized model.")
         if self.trainer is not None:
-            self._resume_summaries(self._current_step())
+            self._resume_summaries()
         return path
-
-    def _resume_summaries(self, step: int) -> None:
-        resume_managers([self.summary_manager, getattr(self, "eval_summary_manager", None)], step)
 
     def save_checkpoint(self) -> str | None:
         """Saves a checkpoint now (not interval-gated)."""
@@ -207,18 +206,13 @@ class Controller:
             self._callbacks("on_checkpoint_saved", step, path)
         return path
 
-    # ------------------------------------------------------------------ training
-
     def train(self, steps: int, checkpoint_at_completion: bool = True) -> None:
-        """Trains until the global step reaches ``steps`` (an absolute target).
-
-        Args:
-            steps: Target global step.
-            checkpoint_at_completion: Save a checkpoint when the target is reached.
-        """
+        """Trains until the global step reaches ``steps`` (an absolute target), then saves
+        a checkpoint unless ``checkpoint_at_completion`` is False."""
         self._require("trainer", "train")
         current = self._current_step()
-        if current >= steps and self._final_step is None:
+        top_level = self._final_step is None  # Else train_and_evaluate's.
+        if current >= steps and top_level:
             self._log(f"train | step: {current: 6d} | already at train_steps={steps}, "
                       "nothing to train.")
         else:
@@ -226,7 +220,6 @@ class Controller:
         self.stop_training = False
         self._callbacks("on_train_begin", current)
         self._progress.open(current, steps)
-        top_level = self._final_step is None
         if top_level:
             self._final_step = steps
         try:
@@ -234,7 +227,7 @@ class Controller:
                 num_steps = min(steps - current, self._loop_length(current))
                 self._train_n_steps(num_steps)
                 current = self._current_step()
-                if current != self._eval_at:  # train_and_evaluate saves after that eval.
+                if top_level or current < steps:  # train_and_evaluate saves after its eval.
                     self._maybe_save_checkpoint()
         finally:
             self._progress.close()
@@ -246,11 +239,11 @@ class Controller:
         self._callbacks("on_train_end", self._current_step())
 
     def _loop_length(self, current: int) -> int:
-        spl = self._steps_per_loop  # An int: back onto its grid after a partial loop.
+        spl = self.steps_per_loop  # An int: back onto its grid after a partial loop.
         length = int(spl(current)) if callable(spl) else int(spl) - current % int(spl)
         return self.monitor.loop_length(current, length)
 
-    def _train_n_steps(self, num_steps: int) -> Logs:
+    def _train_n_steps(self, num_steps: int) -> None:
         current = self._current_step()
         self._callbacks("on_train_loop_begin", current)
         self.monitor.begin(current, num_steps)
@@ -269,9 +262,13 @@ class Controller:
         rates, figures = self.monitor.end(current, new_step, self._final_step)
         self._log(f"train | step: {new_step: 6d} | {rates}output: {format_output(output)}")
         output.update(figures)
+        # Train summaries are written when the loop crossed a multiple of summary_interval
+        # (every loop without one), and at the last step of training.
+        interval = self.summary_interval
         if self._current_step() < new_step:  # Blow-up recovery restored an earlier step.
-            self._resume_summaries(self._current_step())
-        elif self._should_write_train_summary(current, new_step):
+            self._resume_summaries()
+        elif (interval is None or new_step // interval > current // interval
+              or new_step == self._final_step):
             self._write(self.summary_manager, output, new_step)
         self._progress.update(new_step - current, output.get("training_loss"))
         preempted_mid_loop = stopped_early and getattr(self.preemption, "requested", False)
@@ -283,16 +280,6 @@ class Controller:
             path = path or getattr(self.checkpoint_manager, "latest_checkpoint", None)
             self._log(f"preempted at step {new_step}: checkpoint {path}; exiting.")
             raise Preempted(new_step, path, getattr(self.preemption, "exit_code", 143))
-        return output
-
-    def _should_write_train_summary(self, before: int, after: int) -> bool:
-        # Written when the loop crossed a multiple of summary_interval (every loop when
-        # no interval is set), and at the last step of training.
-        interval = self.summary_interval
-        return (interval is None or after // interval > before // interval
-                or after == self._final_step)
-
-    # ------------------------------------------------------------------ evaluation
 
     def evaluate(self, steps: int = -1) -> Logs:
         """Runs ``steps`` eval steps (-1: the whole dataset) and returns the logs."""
@@ -341,12 +328,8 @@ class Controller:
         self._final_step = train_steps
         try:
             while current < train_steps and not self.stop_training:
-                target = min(current + interval, train_steps)
-                self._eval_at = target
-                try:
-                    self.train(steps=target, checkpoint_at_completion=False)
-                finally:
-                    self._eval_at = None
+                self.train(steps=min(current + interval, train_steps),
+                           checkpoint_at_completion=False)
                 output = self.evaluate(steps=eval_steps)
                 self._maybe_save_checkpoint()
                 current = self._current_step()
@@ -358,7 +341,8 @@ class Controller:
 
     def _final_evaluation(self, step: int, eval_steps: int) -> Logs:
         """The evaluation recorded at ``step`` (a finished run's), else a new one."""
-        logs = recorded_logs(self.eval_summary_manager, step)
+        recorded = getattr(self.eval_summary_manager, "recorded", None)
+        logs = recorded(step) if recorded is not None else None
         if logs is None:
             return self.evaluate(steps=eval_steps)
         self._log(f" eval | step: {step: 6d} | recorded earlier | output: {format_output(logs)}")

@@ -1,9 +1,8 @@
 """FLOPs of one training example, counted with ``torch.utils.flop_counter``.
 
-The model's first training input is captured (shapes only) by a forward pre-hook that
-removes itself; the count then runs the same module with its parameters, buffers and
-inputs swapped for ``meta`` tensors (``torch.func.functional_call``), forward and
-backward, so it allocates no memory, computes nothing and leaves the weights alone.
+The count runs the model with its parameters, buffers and inputs swapped for ``meta``
+tensors (``torch.func.functional_call``), forward and backward, so it allocates no
+memory, computes nothing and leaves the weights alone.
 """
 
 from __future__ import annotations
@@ -22,9 +21,7 @@ _logger = logging.getLogger("torchgarden")
 
 
 def _to_meta(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return torch.empty_like(value, device="meta")
-    return value
+    return torch.empty_like(value, device="meta") if isinstance(value, torch.Tensor) else value
 
 
 def count_training_flops(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
@@ -54,10 +51,10 @@ def count_training_flops(model: nn.Module, args: tuple[Any, ...], kwargs: dict[s
 class FirstBatchFlops:
     """Training FLOPs per example, counted once from the model's first training batch.
 
-    Call it (the Controller's throughput meter does, after the first loop) to get the
-    count, or None when the model could not be run on ``meta`` tensors (data-dependent
-    control flow, a custom kernel); then MFU is not reported and a log line says how to
-    declare the FLOPs instead (``Task.flops_per_example``).
+    A forward pre-hook captures the shapes of the first training input and removes
+    itself. Calling the object (the throughput meter does, after the first loop) counts;
+    it returns None when the model cannot run on ``meta`` tensors (data-dependent control
+    flow, a custom kernel), and a log line says to declare ``Task.flops_per_example``.
 
     Args:
         model: The module a train step calls (unwrapped: not DDP, not compiled).

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["flatten_logs", "format_output", "format_throughput", "to_host"]
+from torchgarden.utils.logs import flatten
+
+__all__ = ["flatten_logs", "format_output", "to_host"]
 
 
 def to_host(logs: Any) -> Any:
@@ -17,15 +19,15 @@ def to_host(logs: Any) -> Any:
     All scalar tensors are copied to the host in one transfer per device, so a loop
     end costs one synchronisation however many metrics there are.
     """
-    scalars: list[tuple[dict[str, Any], str, torch.Tensor]] = []
+    scalars: dict[torch.device, list[tuple[dict[str, Any], str, torch.Tensor]]] = {}
 
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if isinstance(item, torch.Tensor) and item.numel() == 1 and item.ndim <= 1:
-                    scalars.append((out, key, item))
-                    out[key] = None
+                    scalars.setdefault(item.device, []).append((out, key, item))
+                    out[key] = None  # Filled in below; keeps the key order.
                 else:
                     out[key] = walk(item)
             return out
@@ -38,10 +40,7 @@ def to_host(logs: Any) -> Any:
         return value
 
     result = walk(logs)
-    by_device: dict[torch.device, list[tuple[dict[str, Any], str, torch.Tensor]]] = {}
-    for entry in scalars:
-        by_device.setdefault(entry[2].device, []).append(entry)
-    for entries in by_device.values():
+    for entries in scalars.values():
         stacked = torch.stack([t.detach().reshape(()).double() for _, _, t in entries])
         for (out, key, _), value in zip(entries, stacked.tolist()):  # Host sync.
             out[key] = value
@@ -49,15 +48,8 @@ def to_host(logs: Any) -> Any:
 
 
 def flatten_logs(logs: dict[str, Any], prefix: str = "", sep: str = "/") -> dict[str, Any]:
-    """Flattens nested dicts into ``{"a/b": value}``."""
-    flat: dict[str, Any] = {}
-    for key, value in logs.items():
-        name = f"{prefix}{sep}{key}" if prefix else str(key)
-        if isinstance(value, dict):
-            flat.update(flatten_logs(value, name, sep))
-        else:
-            flat[name] = value
-    return flat
+    """Flattens nested dicts into ``{"a/b": value}`` (``utils.logs.flatten``)."""
+    return flatten(logs, sep, prefix)
 
 
 def _printable(value: Any) -> Any:
@@ -77,15 +69,3 @@ def format_output(logs: dict[str, Any]) -> str:
         return "\n" + "\n".join("    " + line for line in text.splitlines())
     return text
 
-
-_SHOWN = (  # The throughput figures a train log line shows, in this order.
-    ("throughput/examples_per_second", "examples/sec: {:.1f} | "),
-    ("throughput/tokens_per_second", "tokens/sec: {:.0f} | "),
-    ("throughput/mfu", "mfu: {:.1%} | "),
-    ("throughput/data_wait_fraction", "data wait: {:.0%} | "),
-)
-
-
-def format_throughput(figures: dict[str, float]) -> str:
-    """The throughput part of a train log line (``examples/sec: 3200.0 | ...``), or ""."""
-    return "".join(text.format(figures[key]) for key, text in _SHOWN if key in figures)

@@ -1,10 +1,4 @@
-"""``ProfilerWindow``: a ``torch.profiler`` trace of exactly the train steps asked for.
-
-The Controller ends a loop right before the window and right at its end, and records
-the loops in between; the trace is written by ``torch.profiler.tensorboard_trace_handler``
-as ``<worker>.<time>.pt.trace.json``: a Chrome trace (``chrome://tracing``, Perfetto)
-that TensorBoard's profile plugin (``torch-tb-profiler``) also reads.
-"""
+"""``ProfilerWindow``: a ``torch.profiler`` trace of exactly the train steps asked for."""
 
 from __future__ import annotations
 
@@ -24,8 +18,11 @@ class ProfilerWindow:
     """Records train steps ``first_step..last_step`` (global steps after each step,
     1-based, both included) into ``trace_dir``.
 
-    Each recorded ``trainer.train`` call is a ``train_steps <a>-<b>`` range in the trace;
-    the optimizer's steps appear as ``Optimizer.step#...`` events, one per train step.
+    The Controller ends a loop right before the window and right at its end, and records
+    the loops in between, each as a ``train_steps <a>-<b>`` range (the optimizer's steps
+    are ``Optimizer.step#...`` events). The trace, ``<worker>.<time>.pt.trace.json``, is a
+    Chrome trace (``chrome://tracing``, Perfetto) that TensorBoard's profile plugin
+    (``torch-tb-profiler``) also reads.
 
     Args:
         first_step: The first train step recorded (>= 1).
@@ -53,10 +50,8 @@ class ProfilerWindow:
 
     def steps_to_edge(self, step: int) -> int | None:
         """Steps from ``step`` to the next loop end the window needs, or None past it."""
-        for edge in (self.first_step - 1, self.last_step):
-            if edge > step:
-                return edge - step
-        return None
+        return next((edge - step for edge in (self.first_step - 1, self.last_step)
+                     if edge > step), None)
 
     def covers(self, step: int, num_steps: int) -> bool:
         """Whether the loop of ``num_steps`` starting after ``step`` is in the window."""

@@ -1,11 +1,12 @@
-"""What the Controller shows while it runs: steps/sec, the ETA and a tqdm progress bar."""
+"""What the Controller shows on the console besides its log lines: a progress bar and the
+first-loop (compile) notice."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-__all__ = ["EtaClock", "FirstLoopNotice", "ProgressBar", "format_duration"]
+__all__ = ["FirstLoopNotice", "ProgressBar"]
 
 
 class ProgressBar:
@@ -19,11 +20,6 @@ class ProgressBar:
         self.enabled = enabled
         self._bar: Any = None
 
-    @property
-    def active(self) -> bool:
-        """True while a bar is on screen (log lines must then go through it)."""
-        return self._bar is not None
-
     def open(self, current: int, target: int) -> None:
         """Starts a bar from ``current`` to ``target`` steps (nothing if disabled or done)."""
         if not self.enabled or target <= current:
@@ -34,8 +30,11 @@ class ProgressBar:
                          leave=False)
 
     def write(self, message: str) -> None:
-        """Prints ``message`` above the bar."""
-        self._bar.write(message)
+        """Prints ``message`` (above the bar while one is on screen)."""
+        if self._bar is not None:
+            self._bar.write(message)
+        else:
+            print(message, flush=True)
 
     def update(self, steps: int, loss: Any = None) -> None:
         """Advances by ``steps`` and shows ``loss`` (a float) after the bar."""
@@ -52,35 +51,6 @@ class ProgressBar:
             self._bar = None
 
 
-def format_duration(seconds: float) -> str:
-    """``3723.4`` -> ``"1:02:03"``."""
-    seconds = max(int(round(seconds)), 0)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-class EtaClock:
-    """Time left to a target step at the average rate since the clock started.
-
-    The rate counts everything between loops (evaluations, checkpoints), so the
-    estimate is of wall time, as a batch job's log needs.
-
-    Args:
-        step: The global step when the clock starts.
-    """
-
-    def __init__(self, step: int) -> None:
-        self.start_step = step
-        self.start_time = time.perf_counter()
-
-    def seconds_left(self, step: int, target: int) -> float | None:
-        """Seconds until ``target``, or None before any step was timed or once there."""
-        done = step - self.start_step
-        elapsed = time.perf_counter() - self.start_time
-        if done <= 0 or elapsed <= 0 or step >= target:
-            return None
-        return (target - step) * elapsed / done
-
-
 class FirstLoopNotice:
     """A callback that says the first train loop compiles (``torch.compile`` works on the
     first call), and how long that loop took, so a quiet minute is not taken for a hang.
@@ -95,7 +65,7 @@ class FirstLoopNotice:
         self._done = False
 
     def on_train_loop_begin(self, step: int) -> None:
-        if self._start is None and not self._done:
+        if self._start is None:
             self._start = time.perf_counter()
             print(f"torchgarden: step {step}: the first train loop runs {self.what} first "
                   "(once per process; can take a minute)...", flush=True)

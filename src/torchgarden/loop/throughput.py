@@ -1,20 +1,26 @@
-"""Throughput of train loops: examples/s, tokens/s, MFU, data wait, peak memory.
+"""What the Controller measures around each train loop: steps/s, the ETA, throughput.
 
-Everything here reads host clocks and counters at loop boundaries: nothing syncs with
-the device per step. A loop is timed from the call of ``trainer.train(n)`` to its logs on
-the host (the Controller's one sync per loop), so the device has finished the loop's
-work when the clock stops; checkpoints, summaries and evaluations between loops are not
-in the window.
+``LoopMonitor`` wraps each ``trainer.train(n)`` in two calls (``begin`` before it, ``end``
+once its logs are on the host) and holds the optional ``ThroughputMeter`` (examples/s,
+tokens/s, MFU, data wait, peak memory) and ``ProfilerWindow``.
+
+Every rate is the train loop's own: timed from the call of ``trainer.train(n)`` until its
+logs reach the host (the loop's one sync, so the device has finished its work), reading
+host clocks and counters only. Checkpoints, summaries and evaluations between loops are
+left out of the rates and counted by the ETA, which runs on the wall clock.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 
 import torch
 
-__all__ = ["PEAK_FLOPS_BF16", "ThroughputMeter", "peak_flops_per_device"]
+from torchgarden.loop.profiler import ProfilerWindow
+
+__all__ = ["PEAK_FLOPS_BF16", "LoopMonitor", "ThroughputMeter", "peak_flops_per_device"]
 
 _GIB = float(2**30)
 
@@ -33,6 +39,13 @@ PEAK_FLOPS_BF16: dict[str, float] = {
     "A10G": 70e12,
     "V100": 125e12,
 }
+
+_SHOWN = (  # The throughput figures a train log line shows, in this order.
+    ("throughput/examples_per_second", "examples/sec: {:.1f} | "),
+    ("throughput/tokens_per_second", "tokens/sec: {:.0f} | "),
+    ("throughput/mfu", "mfu: {:.1%} | "),
+    ("throughput/data_wait_fraction", "data wait: {:.0%} | "),
+)
 
 
 def peak_flops_per_device(device: torch.device) -> float | None:
@@ -53,7 +66,8 @@ def _peak_rss_gib() -> float | None:
 
 
 class ThroughputMeter:
-    """Figures of one train loop at a time: ``loop_begin()``, then ``loop_end(steps, seconds)``.
+    """Figures of one train loop at a time: ``loop_begin()``, then ``loop_end(steps, seconds)``
+    once the loop's logs are on the host.
 
     Example:
         >>> meter = ThroughputMeter(examples_per_step=256, tokens_per_example=1024,
@@ -109,19 +123,21 @@ class ThroughputMeter:
         self._wait_start = self._data_wait() if self._data_wait is not None else 0.0
 
     def loop_end(self, steps: int, elapsed: float) -> dict[str, float]:
-        """The figures of a loop of ``steps`` steps that took ``elapsed`` seconds (call
-        once its logs are on the host).
-
-        Returns:
-            ``throughput/examples_per_second``, ``throughput/tokens_per_second``,
-            ``throughput/mfu`` (fraction of ``peak_flops``),
-            ``throughput/data_wait_fraction``, ``memory/cuda_peak_gib`` (peak allocated
-            during the loop) and ``memory/rss_peak_gib`` (the process' peak resident
-            set), each where it is known.
-        """
+        """The figures of a loop of ``steps`` steps that took ``elapsed`` seconds, each
+        where it is known: ``throughput/{examples,tokens}_per_second``, ``throughput/mfu``
+        (fraction of ``peak_flops``), ``throughput/data_wait_fraction``,
+        ``memory/cuda_peak_gib`` (peak allocated during the loop) and
+        ``memory/rss_peak_gib`` (the process' peak resident set)."""
         out: dict[str, float] = {}
         if elapsed > 0 and steps > 0:
-            out.update(self._rates(steps * self.examples_per_step / elapsed))
+            rate = steps * self.examples_per_step / elapsed
+            if rate:  # 0 examples per step: no rates.
+                out["throughput/examples_per_second"] = rate
+                if self.tokens_per_example:
+                    out["throughput/tokens_per_second"] = rate * self.tokens_per_example
+                flops = self.flops_per_example
+                if flops and self.peak_flops:
+                    out["throughput/mfu"] = rate * flops / self.peak_flops
             if self._data_wait is not None:
                 waited = self._data_wait() - self._wait_start
                 out["throughput/data_wait_fraction"] = min(max(waited / elapsed, 0.0), 1.0)
@@ -134,13 +150,60 @@ class ThroughputMeter:
             out["memory/rss_peak_gib"] = rss
         return out
 
-    def _rates(self, examples_per_second: float) -> dict[str, float]:
-        if not self.examples_per_step:
-            return {}
-        out = {"throughput/examples_per_second": examples_per_second}
-        if self.tokens_per_example:
-            out["throughput/tokens_per_second"] = examples_per_second * self.tokens_per_example
-        flops = self.flops_per_example
-        if flops and self.peak_flops:
-            out["throughput/mfu"] = examples_per_second * flops / self.peak_flops
-        return out
+
+def _duration(seconds: float) -> str:
+    """``3723.4`` -> ``"1:02:03"``."""
+    seconds = max(int(round(seconds)), 0)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class LoopMonitor:
+    """Clocks and tools around train loops.
+
+    Args:
+        throughput: Adds ``throughput/*`` and ``memory/*`` figures; None: steps/sec only.
+        profiler: Records the steps of its window; None: no profiling and no cost.
+    """
+
+    def __init__(
+        self, throughput: ThroughputMeter | None = None, profiler: ProfilerWindow | None = None
+    ) -> None:
+        self.throughput = throughput
+        self.profiler = profiler
+        self._start = 0.0
+        self._first: tuple[int, float] | None = None  # (step, time) the ETA counts from.
+        self._profiling = False
+
+    def loop_length(self, step: int, length: int) -> int:
+        """``length``, shortened so that a loop ends at each edge of the profiled window."""
+        edge = self.profiler.steps_to_edge(step) if self.profiler is not None else None
+        return length if edge is None else min(length, edge)
+
+    def begin(self, step: int, num_steps: int) -> None:
+        """Called right before ``trainer.train(num_steps)`` at global step ``step``."""
+        if self._first is None:
+            self._first = (step, time.perf_counter())
+        self._profiling = self.profiler is not None and self.profiler.covers(step, num_steps)
+        if self._profiling:
+            self.profiler.start(step, num_steps)  # type: ignore[union-attr]
+        if self.throughput is not None:
+            self.throughput.loop_begin()
+        self._start = time.perf_counter()
+
+    def end(self, step: int, new_step: int, final_step: int | None) -> tuple[str, dict[str, float]]:
+        """Called once the loop's logs are on the host; returns the log line's middle
+        (``steps/sec: ... | examples/sec: ... | eta: ... | ``) and the figures for the
+        summaries (``steps_per_second``, ``throughput/*``, ``memory/*``)."""
+        now = time.perf_counter()
+        elapsed = now - self._start
+        figures = self.throughput.loop_end(new_step - step, elapsed) if self.throughput else {}
+        if self._profiling:
+            self.profiler.stop(new_step)  # type: ignore[union-attr]
+        steps_per_sec = (new_step - step) / elapsed if elapsed > 0 else 0.0
+        text = f"steps/sec: {steps_per_sec: 6.1f} | "
+        text += "".join(shown.format(figures[key]) for key, shown in _SHOWN if key in figures)
+        first_step, first_time = self._first or (new_step, now)
+        if final_step and first_step < new_step < final_step and now > first_time:
+            left = (final_step - new_step) * (now - first_time) / (new_step - first_step)
+            text += f"eta: {_duration(left)} | "
+        return text, {"steps_per_second": steps_per_sec, **figures}

@@ -2,7 +2,9 @@
 
 The layer order is the one drawn in docs/architecture.md; this test reads the source
 with ``ast`` (no import runs), so it sees function-local and ``TYPE_CHECKING`` imports
-too.
+too, and imports by a constant string (``importlib.import_module("torchgarden.x")``,
+``__import__(...)``). A module named by data at run time (a config's ``_type``) is not
+an import of the code that reads it.
 """
 
 from __future__ import annotations
@@ -44,13 +46,28 @@ def _modules() -> dict[str, pathlib.Path]:
     return {_module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 
+def _string_import(node: ast.Call) -> str | None:
+    """``"torchgarden.x"`` of ``importlib.import_module("torchgarden.x")``,
+    ``import_module(...)`` or ``__import__(...)``; None for any other call."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    arg = node.args[0]
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+
+
 def _imports(path: pathlib.Path, known: set[str], own: str) -> set[str]:
     """Every torchgarden module ``path`` imports (resolved to modules, not packages,
     where the imported name is a submodule)."""
     found: set[str] = set()
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call):
+            target = _string_import(node)
+            if target is not None and target.split(".")[0] == "torchgarden":
+                found.add(target)
+        elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "torchgarden")
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -141,6 +158,23 @@ def _without_parent_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 def test_there_are_no_import_cycles():
     cycles = _cycles(_without_parent_packages(_graph()))
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_a_planted_string_import_is_seen(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import importlib\n"
+        "from importlib import import_module\n"
+        "def load(name):\n"
+        "    importlib.import_module('torchgarden.tasks')\n"
+        "    import_module('torchgarden.experiments.toy')\n"
+        "    __import__('torchgarden.cli')\n"
+        "    importlib.import_module(name)  # Data, not a literal: not an import.\n"
+        "    importlib.import_module('numpy')\n",
+        encoding="utf-8",
+    )
+    found = _imports(planted, set(_modules()), "torchgarden.registry")
+    assert found == {"torchgarden.tasks", "torchgarden.experiments.toy", "torchgarden.cli"}
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():

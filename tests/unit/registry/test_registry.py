@@ -80,6 +80,21 @@ def test_entry_point_plugins_register_experiments(tmp_path):
     assert "plugin_experiment" in out.stdout.split()
 
 
+def test_builtins_register_through_entry_points_after_a_plain_import():
+    """No string import of experiments/ or tasks/: the registry loads its entry-point groups
+    (experiments torch-free for listing, tasks only when a task is looked up)."""
+    code = textwrap.dedent("""
+        import sys
+        import torchgarden.registry as registry
+        params = registry.get_experiment("toy_regression")
+        print("torch" in sys.modules)
+        print(type(registry.get_task(params.task)).__name__, "torch" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "ToyRegressionTask", "True"]
+
+
 def test_import_flag_errors_name_the_module():
     with pytest.raises(registry.RegistryError, match="--import no_such_module_xyz"):
         registry.import_user_module("no_such_module_xyz")
