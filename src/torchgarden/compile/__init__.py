@@ -13,8 +13,5 @@ from torchgarden.compile.train_step import (
 )
 
 __all__ = [
-    "CompiledTrainStep",
-    "choose_steps_per_call",
-    "compiled_train_step",
-    "unsupported_reason",
+    "CompiledTrainStep", "choose_steps_per_call", "compiled_train_step", "unsupported_reason",
 ]

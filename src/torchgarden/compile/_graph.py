@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["fresh_function", "signature", "skip_guards_context", "whole_steps"]
+__all__ = ["signature", "skip_guards_context", "whole_steps"]
 
 
 def whole_steps(
@@ -27,9 +26,8 @@ def whole_steps(
             statistics) and each update's optimizer state lists, all updated in place.
         scalars: ``[len(batches), n]`` float32: row k holds step k's learning rates and
             bias corrections (see ``GroupUpdate.scalars``).
-        batches: The steps' batches, in order.
-        loss_sum: The training-loss meter's running sum; each step's loss is added.
-        metrics: Train metrics, updated here when ``step.metrics_in_graph``.
+        batches, loss_sum, metrics: The steps' batches; the loss meter's sum, to which
+            each loss is added; train metrics, updated here if ``step.metrics_in_graph``.
 
     Returns:
         ``(losses, host_updates)``: each step's detached loss, and ``(labels, outputs)``
@@ -71,18 +69,6 @@ def whole_steps(
     return losses, host_updates
 
 
-def fresh_function(function: Callable[..., Any]) -> Callable[..., Any]:
-    """A copy of ``function`` with its own code object, hence its own compile cache.
-
-    ``torch.compile`` caches graphs per code object and stops compiling one after
-    ``recompile_limit`` (8) differently-guarded variants. Giving every Trainer its own
-    code object keeps trainers built in one process (sweeps, benchmarks, tests) from
-    using up each other's compile budget.
-    """
-    return types.FunctionType(function.__code__.replace(), function.__globals__,
-                              function.__name__, function.__defaults__, function.__closure__)
-
-
 def signature(inputs: Any) -> Any:
     """The part of a batch that the graph's guards check: structure, shapes, dtypes."""
     if isinstance(inputs, torch.Tensor):
@@ -99,19 +85,14 @@ def signature(inputs: Any) -> Any:
 def skip_guards_context() -> Callable[[], Any] | None:
     """``set_stance(skip_guard_eval_unsafe=True)`` where torch has it (2.6+), else None.
 
-    Where torch's own ``_set_stance(stance) -> prior`` exists, the context swaps one
-    prebuilt stance in and the prior one back (about 2 µs); the public
-    ``torch.compiler.set_stance`` builds a decorator object and sets the stance three
-    times per use (about 7 µs, once per compiled call).
+    Through torch's own ``_set_stance(stance) -> prior`` where it exists: one prebuilt
+    stance swapped in and back, about 2 µs per compiled call against 7 µs for the public
+    ``set_stance`` (which builds a decorator object and sets the stance three times).
     """
     set_stance = getattr(torch.compiler, "set_stance", None)
     if set_stance is None:
         return None
-    try:
-        parameters = inspect.signature(set_stance).parameters
-    except (TypeError, ValueError):
-        return None
-    if "skip_guard_eval_unsafe" not in parameters:
+    if "skip_guard_eval_unsafe" not in inspect.signature(set_stance).parameters:
         return None
     from torch._dynamo import eval_frame
 

@@ -2,14 +2,10 @@
 
 The graph applies each :class:`GroupUpdate` in place to the optimizer's own parameters
 and state tensors, so ``state_dict()``, checkpoints and the eager path stay
-interchangeable. SGD runs torch's functional ``sgd`` in its plain per-tensor form, which
-inductor fuses with the rest of the step. Adam and AdamW run the arithmetic of torch's
-default ``_single_tensor_adam``, with the step-dependent scalars (``lr / (1 - beta1^t)``,
-``sqrt(1 - beta2^t)``, ``1 - lr * weight_decay``) computed on the host in double
-precision from the step count, as eager torch does, and passed in as float32 values:
-computed in the graph, inductor's C++ kernels would recompute ``pow`` for every vector.
-The host reads each step count from ``state["step"]`` when the graph is bound and
-advances its copy per call; the graph advances the state tensors.
+interchangeable. SGD is torch's functional ``sgd`` in its plain per-tensor form; Adam and
+AdamW are the arithmetic of torch's ``_single_tensor_adam`` with the step-dependent
+scalars computed on the host from a host copy of the step count, as eager torch does
+(``docs/performance.md``: "Adam without a ``pow`` per vector").
 """
 
 from __future__ import annotations
@@ -135,23 +131,15 @@ def _state_keys(kind: str, group: dict[str, Any]) -> tuple[str, ...]:
     return ("exp_avg", "exp_avg_sq", *amsgrad, "step")
 
 
-def _step_count(state: dict[str, Any]) -> int:
-    step = state["step"]
-    return int(step.item() if isinstance(step, torch.Tensor) else step)  # Sync: at bind only.
-
-
 def bind_updates(
     optimizer: torch.optim.Optimizer,
 ) -> tuple[list[torch.Tensor], list[GroupUpdate], list[list[list[Any]]]]:
     """The parameters the graph updates, their updates, and each update's state lists.
 
-    Parameters that got no gradient in the eager steps (and have no state) are left
-    alone, as the eager optimizer does; plain SGD has no state to tell, so it updates
-    all. Adam parameters are split by their step counts, so each update's host-side
-    bias corrections are those of its parameters.
-
-    Args:
-        optimizer: The optimizer, its state already created by an eager step.
+    ``optimizer``'s state must exist (an eager step made it). Parameters that got no
+    gradient in the eager steps (and have no state) are left alone, as the eager
+    optimizer does; plain SGD has no state to tell, so it updates all. Adam parameters
+    are split by their step counts, so each update's bias corrections are its own.
 
     Returns:
         ``(params, updates, states)``: ``states[u]`` holds one list per state entry that
@@ -168,7 +156,8 @@ def bind_updates(
             not keys or p.grad is not None or p in optimizer.state)]
         parts: dict[int, list[int]] = {}
         for i, param in enumerate(chosen):
-            step = 0 if kind == "sgd" else _step_count(optimizer.state[param])
+            # The step count is a tensor (or a number): a host sync, at bind only.
+            step = 0 if kind == "sgd" else int(optimizer.state[param]["step"])
             parts.setdefault(step, []).append(i)
         hyper = {key: value for key, value in group.items() if key not in ("params", "lr")}
         for step, members in parts.items():

@@ -1,24 +1,22 @@
 """The compiled training step behind ``runtime.enable_xla`` (Model Garden's in-graph loop).
 
-One ``torch.compile`` graph runs K whole steps of the default ``Task.train_step``,
-unrolled: gradients from ``torch.func.grad_and_value``, the optimizer update applied in
-place to the optimizer's own state tensors (``functional_optim``), each step's learning
-rate and bias corrections entering as one float32 row (schedules never recompile), the
-loss sum and the train metrics updated in the graph. ``docs/performance.md`` describes
-the path, its per-call cost and what falls back to the eager step
-(:func:`unsupported_reason`).
+One ``torch.compile`` graph runs K whole steps of the default ``Task.train_step``: the
+gradients, the optimizer update (``functional_optim``), the loss sum and the train
+metrics. ``docs/performance.md`` describes the path, its per-call cost and what falls
+back to the eager step (:func:`unsupported_reason`).
 """
 
 from __future__ import annotations
 
 import logging
+import types
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-from torchgarden.compile._graph import fresh_function, signature, skip_guards_context, whole_steps
+from torchgarden.compile._graph import signature, skip_guards_context, whole_steps
 from torchgarden.compile.functional_optim import (
     GroupUpdate,
     bind_updates,
@@ -38,9 +36,8 @@ __all__ = [
 
 _logger = logging.getLogger("torchgarden")
 
-#: Models up to this many parameters get several steps per compiled call by default.
+# choose_steps_per_call's automatic K (its docstring says why).
 AUTO_UNROLL_MAX_PARAMETERS = 1_000_000
-#: The most steps ``choose_steps_per_call`` unrolls into one graph by default.
 AUTO_MAX_STEPS_PER_CALL = 10
 
 
@@ -53,9 +50,8 @@ class CompiledTrainStep:
     its state as torch does, and the graph reads it), and so do steps that do not fill a
     K-step call. Hyperparameters other than the learning rate are read when the graph is
     bound to the optimizer: at the first compiled call, after a restore and after eager
-    steps. Each instance compiles its own copy of the step function, so trainers built in
-    one process never share (or exhaust) a compile cache. Build it only when
-    :func:`unsupported_reason` returns None (or through :func:`compiled_train_step`).
+    steps. Build it only when :func:`unsupported_reason` returns None (or through
+    :func:`compiled_train_step`).
 
     Args:
         task: The task whose losses define the step.
@@ -90,7 +86,10 @@ class CompiledTrainStep:
         self._states: list[list[list[Any]]] = []
         self._state_owner: Any = None
         self._stepped = False  # An eager step ran (SGD without momentum has no state).
-        function = fresh_function(whole_steps)
+        # A copy of the traced function with its own code object, hence its own compile
+        # cache: torch.compile stops compiling a code object after recompile_limit (8)
+        # variants, and trainers built in one process must not use up each other's.
+        function = types.FunctionType(whole_steps.__code__.replace(), whole_steps.__globals__)
         if mode is None:
             # Inductor's per-call size/stride asserts repeat what the guards (or, with
             # guards skipped, the batch signature) already checked. On a CPU, the C++
@@ -106,7 +105,6 @@ class CompiledTrainStep:
         self._eager_reason: str | None = None  # Set when the graph cannot be captured.
         # CUDA-graph modes: a step's outputs are dead once the next step starts.
         self._mark_step = mode in ("reduce-overhead", "max-autotune")
-        self._loss_scratch: torch.Tensor | None = None
 
     def __call__(
         self, inputs: Any, *, model: Any = None, optimizer: Any = None,
@@ -116,8 +114,6 @@ class CompiledTrainStep:
         del model, optimizer  # Bound at construction.
         if self.steps_per_call != 1 or not self._ready():
             return self._eager_step(inputs, metrics)
-        if self._loss_scratch is None:
-            self._loss_scratch = torch.zeros((), device=self._device)
         losses = self._call_graph([inputs], None, self._loss_scratch, metrics or [])
         if losses is None:
             return self._eager_step(inputs, metrics)
@@ -179,10 +175,10 @@ class CompiledTrainStep:
             with self._skip_guards():
                 losses, host_updates = self._graph(*arguments)
         else:
-            try:
-                losses, host_updates = self._first_call(arguments, metrics)
-            except _Eager:
+            outputs = self._first_call(arguments, metrics)
+            if outputs is None:
                 return None
+            losses, host_updates = outputs
             self._trusted = (*key[:3], self.metrics_in_graph)
         for labels, outputs in host_updates:
             self.task.process_metrics(metrics, labels, outputs)
@@ -190,8 +186,9 @@ class CompiledTrainStep:
 
     def _first_call(
         self, arguments: tuple[Any, ...], metrics: Sequence[Any]
-    ) -> tuple[list[torch.Tensor], list[Any]]:
-        """A call with every guard checked; on a failed capture, the fallbacks."""
+    ) -> tuple[list[torch.Tensor], list[Any]] | None:
+        """A call with every guard checked; on a failed capture, the fallbacks (None: the
+        step cannot be one graph, run it eagerly)."""
         if self.metrics_in_graph and not all(isinstance(m, Metric) for m in metrics):
             # torchmetrics objects and custom classes: read the graph's outputs instead.
             self.metrics_in_graph = False
@@ -208,7 +205,7 @@ class CompiledTrainStep:
             _logger.info("runtime.enable_xla: the step cannot be compiled as one graph, it "
                          "runs eagerly: %s", reason)
             self._eager_reason = reason
-            raise _Eager from error
+            return None
 
     def _scalars(self, learning_rates: Sequence[float] | None, steps: int) -> torch.Tensor:
         """``[steps, n]`` float32: each step's rates and bias corrections, on the device."""
@@ -234,6 +231,7 @@ class CompiledTrainStep:
         buffers = dict(self.model.named_buffers())
         self.buffer_names, self._buffers = list(buffers), list(buffers.values())
         self._device = self._params[0].device if self._params else torch.device("cpu")
+        self._loss_scratch = torch.zeros((), device=self._device)  # __call__ discards it.
         for param in self._params:
             param.grad = None  # The graph never reads .grad; free the eager steps'.
         if self._mark_step:
@@ -247,10 +245,6 @@ class CompiledTrainStep:
         self._trusted = None  # New tensors: the next call checks every guard again.
 
 
-class _Eager(Exception):
-    """The graph could not be captured: the caller runs the steps eagerly."""
-
-
 def unsupported_reason(
     *, task: Task, model: nn.Module, optimizer: Any, strategy: Strategy | str = "single",
     accumulation_steps: int = 1,
@@ -261,8 +255,7 @@ def unsupported_reason(
         task: The task; its ``train_step`` and ``forward_backward`` must be Task's own.
         model: The model as trained (autocast-wrapped is fine; DDP/compiled is not).
         optimizer: The optimizer the Trainer steps.
-        strategy: The run's ``Strategy`` (or a registered strategy's name). Defaults to
-            one process.
+        strategy: The run's ``Strategy`` or a registered name. Defaults to one process.
         accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
     """
     for hook in ("train_step", "forward_backward"):
@@ -330,14 +323,8 @@ def compiled_train_step(
     """A :class:`CompiledTrainStep`, or None (with one log line saying why) when the
     setup is not covered and the Trainer should run ``task.train_step`` instead.
 
-    Args:
-        task: The task.
-        model: The model as trained, not ``torch.compile``-d (autocast-wrapped is fine).
-        optimizer: The optimizer the step updates.
-        mode: ``torch.compile`` mode. Defaults to None.
-        strategy: The run's ``Strategy`` (or a registered name). Defaults to one process.
-        accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
-        steps_per_call: Steps per graph call (the ``StepPlan``'s). Defaults to 1.
+    The arguments are :func:`unsupported_reason`'s and :class:`CompiledTrainStep`'s:
+    ``model`` as trained, not ``torch.compile``-d; ``steps_per_call`` the ``StepPlan``'s.
     """
     reason = unsupported_reason(task=task, model=model, optimizer=optimizer,
                                 strategy=strategy, accumulation_steps=accumulation_steps)

@@ -1,18 +1,14 @@
 """Checkpoint items that save FSDP2-sharded state as ordinary, unsharded state dicts.
 
-Under FSDP2 every parameter (and every optimizer and EMA tensor that follows it) is a
-``DTensor`` shard. ``state_dict()`` gathers them with
-``torch.distributed.checkpoint.state_dict`` (rank 0 receives full CPU tensors, the other
-ranks ``{}``) into exactly what one process would have written: the model's state dict,
+``state_dict()`` gathers the ``DTensor`` shards (rank 0 receives full CPU tensors, the
+other ranks ``{}``) into what one process would have written: the model's state dict,
 and the optimizer's in torch's index-keyed layout (not ``get_optimizer_state_dict``'s
-FQN-keyed one). A checkpoint thus loads at any world size and under any strategy;
-restoring gives each rank its shard of the full tensors. ``state_dict`` and
-``load_state_dict`` are collectives (``collective_state_dict = True``): every rank calls
-them together, and ``CheckpointManager`` has rank 0 decide each save for all ranks.
-
-For ``trainer.checkpoint_format: dcp`` the items also give ``sharded_state_dict()`` (this
-rank's shards; the optimizer keyed by parameter name) and ``load_sharded_state_dict``;
-``torch.distributed.checkpoint`` writes and reshards those, so no rank holds the full state.
+FQN-keyed one). A checkpoint thus loads at any world size and under any strategy; a
+restore gives each rank its shard. Both are collectives (``collective_state_dict =
+True``): every rank calls them together, and ``CheckpointManager`` has rank 0 decide each
+save for all. ``sharded_state_dict()`` / ``load_sharded_state_dict`` serve
+``trainer.checkpoint_format: dcp``: this rank's shards (the optimizer keyed by parameter
+name), which ``torch.distributed.checkpoint`` writes and reshards.
 """
 
 from __future__ import annotations
@@ -36,9 +32,8 @@ from torchgarden.distribute.sharding import reshard, shard_like
 __all__ = ["FullModelState", "FullOptimizerState", "FullTensorState", "full_state_items"]
 
 _MAX_LISTED = 5
-# Param-group keys that choose how this process runs the update rather than hold
-# training state: a restore keeps this process' choice (a single process' fused SGD has
-# no DTensor kernel here).
+# Param-group keys that choose how this process runs the update, not training state: a
+# restore keeps this process' choice (one process' fused SGD has no DTensor kernel here).
 _IMPLEMENTATION_KEYS = ("fused", "foreach", "capturable", "differentiable")
 
 
@@ -239,14 +234,10 @@ def _gather(value: Any) -> Any:
 
 
 class FullTensorState:
-    """Checkpoint item wrapping any stateful object whose state holds ``DTensor`` shards.
-
-    ``state_dict`` replaces each ``DTensor`` by its full tensor (on the CPU) and
-    ``load_state_dict`` cuts full tensors back into shards laid out like the object's
-    current ones. Used for the EMA of a sharded model.
-
-    Args:
-        item: An object with ``state_dict()`` and ``load_state_dict(state)``.
+    """Checkpoint item wrapping a stateful ``item`` (``state_dict()``,
+    ``load_state_dict(state)``) whose state holds ``DTensor`` shards, e.g. the EMA of a
+    sharded model: ``state_dict`` replaces each ``DTensor`` by its full tensor (on the
+    CPU), ``load_state_dict`` cuts full tensors back into shards laid out like the item's.
     """
 
     collective_state_dict = True

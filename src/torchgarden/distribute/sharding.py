@@ -26,16 +26,13 @@ _FUSED_ON_DTENSOR = (torch.optim.Adam, torch.optim.AdamW)
 def shard_model(
     model: nn.Module, *, module_classes: Iterable[type[nn.Module]] = ()
 ) -> dict[int, nn.Parameter]:
-    """Applies FSDP2 ``fully_shard`` to ``model`` in place (needs a process group).
+    """Applies FSDP2 ``fully_shard`` to ``model`` (on its device) in place; needs a
+    process group.
 
-    Submodules that are instances of ``module_classes`` become their own FSDP units
-    first (e.g. transformer blocks: parameters are gathered one block at a time), then
-    the root takes the remaining parameters. With no classes the whole model is one unit,
-    right for small models.
-
-    Args:
-        model: The built model, already on its device.
-        module_classes: Submodule types to shard as separate units. Defaults to none.
+    Submodules that are instances of ``module_classes`` (default none) become their own
+    FSDP units first (e.g. transformer blocks: parameters are gathered one block at a
+    time), then the root takes the rest; with none the whole model is one unit, right
+    for small models.
 
     Returns:
         ``{id(old parameter): new parameter}`` for :func:`rebind_optimizer`.
