@@ -175,10 +175,10 @@ class CompiledTrainStep:
             with self._skip_guards():
                 losses, host_updates = self._graph(*arguments)
         else:
-            outputs = self._first_call(arguments, metrics)
-            if outputs is None:
+            result = self._first_call(arguments, metrics)
+            if result is None:
                 return None
-            losses, host_updates = outputs
+            losses, host_updates = result
             self._trusted = (*key[:3], self.metrics_in_graph)
         for labels, outputs in host_updates:
             self.task.process_metrics(metrics, labels, outputs)
