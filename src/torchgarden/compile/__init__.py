@@ -5,12 +5,13 @@
 ``core`` depends on this package.
 """
 
-from torchgarden.compile.coverage import choose_steps_per_call, unsupported_reason
-from torchgarden.compile.train_step import CompiledTrainStep, compiled_train_step
+from torchgarden.compile.train_step import (
+    CompiledTrainStep,
+    choose_steps_per_call,
+    compiled_train_step,
+    unsupported_reason,
+)
 
 __all__ = [
-    "CompiledTrainStep",
-    "choose_steps_per_call",
-    "compiled_train_step",
-    "unsupported_reason",
+    "CompiledTrainStep", "choose_steps_per_call", "compiled_train_step", "unsupported_reason",
 ]

@@ -1,41 +1,33 @@
-"""The traced function of the compiled step and what decides when its guards can be skipped."""
+"""The traced function of the compiled step, and when its guards can be skipped."""
 
 from __future__ import annotations
 
 import inspect
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["fresh_function", "signature", "skip_guards_context", "whole_steps"]
+__all__ = ["signature", "skip_guards_context", "whole_steps"]
 
 
 def whole_steps(
-    step: Any,
-    params: list[torch.Tensor],
-    buffers: list[torch.Tensor],
-    states: list[list[list[Any]]],
-    scalars: torch.Tensor,
-    batches: Sequence[Any],
-    loss_sum: torch.Tensor,
-    metrics: Sequence[Any],
+    step: Any, params: list[torch.Tensor], buffers: list[torch.Tensor],
+    states: list[list[list[Any]]], scalars: torch.Tensor, batches: Sequence[Any],
+    loss_sum: torch.Tensor, metrics: Sequence[Any],
 ) -> tuple[list[torch.Tensor], list[tuple[Any, Any]]]:
     """``len(batches)`` training steps, unrolled: forward, loss, gradients, the update of
     every param group, the loss sum and (when traceable) the metrics, for each batch.
 
     Args:
-        step: The owning ``CompiledTrainStep``: task, model, parameter names, updates,
-            ``metrics_in_graph``.
-        params: The trained parameters (updated in place).
-        buffers: The model's buffers (batch-norm statistics; updated in place).
-        states: Per update, its optimizer state lists (updated in place).
+        step: The owning ``CompiledTrainStep``: task, model, parameter and buffer names,
+            updates, ``metrics_in_graph``.
+        params, buffers, states: The trained parameters, the model's buffers (batch-norm
+            statistics) and each update's optimizer state lists, all updated in place.
         scalars: ``[len(batches), n]`` float32: row k holds step k's learning rates and
             bias corrections (see ``GroupUpdate.scalars``).
-        batches: The steps' batches, in order.
-        loss_sum: The training-loss meter's running sum; each step's loss is added.
-        metrics: Train metrics, updated here when ``step.metrics_in_graph``.
+        batches, loss_sum, metrics: The steps' batches; the loss meter's sum, to which
+            each loss is added; train metrics, updated here if ``step.metrics_in_graph``.
 
     Returns:
         ``(losses, host_updates)``: each step's detached loss, and ``(labels, outputs)``
@@ -64,10 +56,10 @@ def whole_steps(
 
             trainable = {name: p.detach() for name, p in zip(step.names, params)}
             grads, (loss, outputs) = grad_and_value(compute_loss, has_aux=True)(trainable, state)
-            row = scalars[k]
             for update, update_states in zip(step.updates, states):
                 update.apply([params[i] for i in update.indices],
-                             [grads[step.names[i]] for i in update.indices], update_states, row)
+                             [grads[step.names[i]] for i in update.indices], update_states,
+                             scalars[k])
             loss_sum.add_(loss)
             losses.append(loss)
             if step.metrics_in_graph:
@@ -75,32 +67,6 @@ def whole_steps(
             elif metrics:
                 host_updates.append((labels, outputs))
     return losses, host_updates
-
-
-def fresh_function(function: Callable[..., Any]) -> Callable[..., Any]:
-    """A copy of ``function`` with its own code object, hence its own compile cache.
-
-    ``torch.compile`` caches graphs per code object and stops compiling one after
-    ``recompile_limit`` (8) differently-guarded variants. Giving every Trainer its own
-    code object keeps trainers built in one process (sweeps, benchmarks, tests) from
-    using up each other's compile budget.
-    """
-    return types.FunctionType(
-        function.__code__.replace(),
-        function.__globals__,
-        function.__name__,
-        function.__defaults__,
-        function.__closure__,
-    )
-
-
-class _Untrusted:
-    """A signature part equal to nothing: batches holding arbitrary objects."""
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def signature(inputs: Any) -> Any:
@@ -113,30 +79,25 @@ def signature(inputs: Any) -> Any:
         return (dict, *((key, signature(value)) for key, value in inputs.items()))
     if inputs is None or isinstance(inputs, (bool, int, float, str)):
         return (type(inputs), inputs)
-    return _Untrusted()
+    return object()  # Equal to no other: a batch holding other objects is never trusted.
 
 
 def skip_guards_context() -> Callable[[], Any] | None:
     """``set_stance(skip_guard_eval_unsafe=True)`` where torch has it (2.6+), else None.
 
-    Where torch's own ``_set_stance(stance) -> prior`` exists, the context swaps one
-    prebuilt stance in and the prior one back (about 2 µs); the public
-    ``torch.compiler.set_stance`` builds a decorator object and sets the stance three
-    times per use (about 7 µs, once per compiled call).
+    Through torch's own ``_set_stance(stance) -> prior`` where it exists: one prebuilt
+    stance swapped in and back, about 2 µs per compiled call against 7 µs for the public
+    ``set_stance`` (which builds a decorator object and sets the stance three times).
     """
     set_stance = getattr(torch.compiler, "set_stance", None)
     if set_stance is None:
         return None
-    try:
-        parameters = inspect.signature(set_stance).parameters
-    except (TypeError, ValueError):
-        return None
-    if "skip_guard_eval_unsafe" not in parameters:
+    if "skip_guard_eval_unsafe" not in inspect.signature(set_stance).parameters:
         return None
     from torch._dynamo import eval_frame
 
-    swap, stance_type = getattr(eval_frame, "_set_stance", None), getattr(
-        eval_frame, "DynamoStance", None)
+    swap = getattr(eval_frame, "_set_stance", None)
+    stance_type = getattr(eval_frame, "DynamoStance", None)
     if swap is None or stance_type is None:
         return lambda: set_stance("default", skip_guard_eval_unsafe=True)
     stance = stance_type("default", skip_guard_eval_unsafe=True)

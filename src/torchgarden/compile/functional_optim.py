@@ -1,56 +1,35 @@
 """``torch.optim`` updates as functions of tensor lists, for the compiled step graph.
 
-Each param group becomes one or more :class:`GroupUpdate` objects that the graph applies
-in place to the optimizer's own parameters and state tensors, so ``state_dict()``,
-checkpoints and the eager path stay interchangeable.
-
-* SGD runs torch's own functional algorithm (``torch.optim.sgd.sgd``) in its plain
-  per-tensor form, which inductor fuses with the rest of the step.
-* Adam and AdamW run the arithmetic of torch's default single-tensor implementation
-  (``_single_tensor_adam``): ``lerp_`` of the first moment, ``mul_``/``addcmul_`` of the
-  second, ``sqrt``, the bias corrections and an ``addcdiv``-shaped update. As in eager
-  torch, the step-dependent scalars (``lr / (1 - beta1^t)``, ``sqrt(1 - beta2^t)``,
-  ``1 - lr * weight_decay``) are computed on the host in double precision from the
-  step count and enter the graph as float32 values. Computed inside the graph instead,
-  inductor's C++ kernels recompute ``pow`` of them for every vector of every tensor.
-
-The host knows the step count of each update: it is read from the optimizer's
-``state["step"]`` when the graph is bound (parameters whose counts differ get separate
-updates) and advanced by the graph's calls; the graph also advances the state tensors.
+The graph applies each :class:`GroupUpdate` in place to the optimizer's own parameters
+and state tensors, so ``state_dict()``, checkpoints and the eager path stay
+interchangeable. SGD is torch's functional ``sgd`` in its plain per-tensor form; Adam and
+AdamW are the arithmetic of torch's ``_single_tensor_adam`` with the step-dependent
+scalars computed on the host from a host copy of the step count, as eager torch does
+(``docs/performance.md``: "Adam without a ``pow`` per vector").
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.optim.sgd import sgd as functional_sgd
 
-__all__ = ["GroupUpdate", "build_updates", "has_step_hooks", "is_supported"]
+__all__ = ["GroupUpdate", "bind_updates", "has_step_hooks", "is_supported"]
 
-
+_KINDS = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
 # Fixed keywords of torch's functional SGD: the plain per-tensor algorithm.
-_PLAIN_SGD = {
-    "foreach": False,
-    "fused": None,
-    "grad_scale": None,
-    "found_inf": None,
-    "has_sparse_grad": False,
-}
-
-
-@functools.cache
-def _kinds() -> dict[type, str]:
-    return {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+_PLAIN_SGD = {"foreach": False, "fused": None, "grad_scale": None, "found_inf": None,
+              "has_sparse_grad": False}
+_SGD_HYPER = ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
 
 
 def is_supported(optimizer: Any) -> bool:
     """True for exactly ``torch.optim.SGD``, ``Adam`` and ``AdamW`` (not subclasses)."""
-    return type(optimizer) in _kinds()
+    return type(optimizer) in _KINDS
 
 
 def has_step_hooks(optimizer: torch.optim.Optimizer) -> bool:
@@ -72,20 +51,21 @@ class GroupUpdate:
 
     Attributes:
         kind: ``"sgd"``, ``"adam"`` or ``"adamw"``.
+        group: The index of the param group (whose learning rate the update uses).
         indices: Positions of the parameters in the graph's parameter list.
-        keys: The optimizer state entries the update reads, in order.
         hyper: The group's hyperparameters other than the learning rate.
         offset: Where this update's scalars start in a step's row of scalars.
         step: Adam: steps taken so far by these parameters (host copy of ``state["step"]``).
     """
 
     kind: str
+    group: int
     indices: list[int]
-    keys: tuple[str, ...]
     hyper: dict[str, Any]
-    offset: int = 0
+    offset: int
     step: int = 0
-    _sgd: Callable[..., None] | None = field(default=None, repr=False)
+    #: SGD: the keywords of torch's functional ``sgd`` (those this torch accepts).
+    sgd_keywords: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def num_scalars(self) -> int:
@@ -100,48 +80,28 @@ class GroupUpdate:
             return [lr]
         self.step += 1
         beta1, beta2 = self.hyper["betas"]
-        bias_correction1 = 1 - beta1**self.step
-        bias_correction2 = 1 - beta2**self.step
-        return [lr / bias_correction1, math.sqrt(bias_correction2),
+        return [lr / (1 - beta1**self.step), math.sqrt(1 - beta2**self.step),
                 1 - lr * self.hyper["weight_decay"]]
 
-    def apply(
-        self,
-        params: list[torch.Tensor],
-        grads: list[torch.Tensor],
-        states: list[list[torch.Tensor]],
-        row: torch.Tensor,
-    ) -> None:
-        """Applies one step in place to ``params`` and ``states`` (traceable).
-
-        Args:
-            params: The update's parameters.
-            grads: Their gradients.
-            states: One list per entry of ``keys``.
-            row: The step's float32 scalars of every update (this one at ``offset``).
-        """
+    def apply(self, params: list[torch.Tensor], grads: list[torch.Tensor],
+              states: list[list[torch.Tensor]], row: torch.Tensor) -> None:
+        """Applies one step in place to ``params`` and their ``states`` (traceable); ``row``
+        holds the step's float32 scalars of every update (this one's at ``offset``)."""
         if self.kind == "sgd":
             buffers = states[0] if states else [None] * len(params)
-            keywords = {k: self.hyper[k] for k in
-                        ("weight_decay", "momentum", "dampening", "nesterov", "maximize")}
-            assert self._sgd is not None
-            self._sgd(params, grads, buffers, lr=row[self.offset], **_PLAIN_SGD, **keywords)
-            return
-        _adam(self, params, grads, states, row[self.offset:self.offset + 3])
+            functional_sgd(params, grads, buffers, lr=row[self.offset], **self.sgd_keywords)
+        else:
+            _adam(self.hyper, self.kind == "adamw", params, grads, states,
+                  row[self.offset:self.offset + 3])
 
 
-def _adam(
-    update: GroupUpdate,
-    params: list[torch.Tensor],
-    grads: list[torch.Tensor],
-    states: list[list[torch.Tensor]],
-    scalars: torch.Tensor,
-) -> None:
+def _adam(hyper: dict[str, Any], adamw: bool, params: list[torch.Tensor],
+          grads: list[torch.Tensor], states: list[list[torch.Tensor]],
+          scalars: torch.Tensor) -> None:
     """torch's ``_single_tensor_adam`` (non-capturable form) on host-computed scalars."""
-    hyper = update.hyper
     beta1, beta2 = hyper["betas"]
-    weight_decay, decoupled = hyper["weight_decay"], update.kind == "adamw" or hyper.get(
-        "decoupled_weight_decay", False)
+    weight_decay = hyper["weight_decay"]
+    decoupled = adamw or hyper.get("decoupled_weight_decay", False)
     step_size, bias_correction2_sqrt, decay = scalars[0], scalars[1], scalars[2]
     exp_avgs, exp_avg_sqs, *rest = states
     max_exp_avg_sqs = rest[0] if hyper["amsgrad"] else None
@@ -171,57 +131,44 @@ def _state_keys(kind: str, group: dict[str, Any]) -> tuple[str, ...]:
     return ("exp_avg", "exp_avg_sq", *amsgrad, "step")
 
 
-def _step_count(state: dict[str, Any]) -> int:
-    step = state["step"]
-    return int(step.item() if isinstance(step, torch.Tensor) else step)  # Sync: at bind only.
-
-
-def build_updates(
+def bind_updates(
     optimizer: torch.optim.Optimizer,
-    group: dict[str, Any],
-    params: list[torch.Tensor],
-    first_index: int,
-    first_offset: int,
-) -> list[tuple[GroupUpdate, list[list[Any]]]]:
-    """The updates of ``group``'s ``params`` and their state lists (one per key).
+) -> tuple[list[torch.Tensor], list[GroupUpdate], list[list[list[Any]]]]:
+    """The parameters the graph updates, their updates, and each update's state lists.
 
-    Adam parameters are split by their step counts, so each update's host-side bias
-    corrections are those of its parameters.
+    ``optimizer``'s state must exist (an eager step made it). Parameters that got no
+    gradient in the eager steps (and have no state) are left alone, as the eager
+    optimizer does; plain SGD has no state to tell, so it updates all. Adam parameters
+    are split by their step counts, so each update's bias corrections are its own.
 
-    Args:
-        optimizer: The optimizer (state already created by an eager step).
-        group: One of its param groups.
-        params: The parameters of ``group`` that the graph updates.
-        first_index: Position of ``params[0]`` in the graph's parameter list.
-        first_offset: Where the first update's scalars start in a step's row.
+    Returns:
+        ``(params, updates, states)``: ``states[u]`` holds one list per state entry that
+        ``updates[u]`` reads (e.g. ``exp_avg``, ``exp_avg_sq``, ``step``).
     """
-    kind = _kinds()[type(optimizer)]
-    keys = _state_keys(kind, group)
-    hyper = {key: value for key, value in group.items() if key not in ("params", "lr")}
-    if kind == "sgd":
-        parts = {0: list(range(len(params)))}
-    else:
-        parts = {}
-        for i, param in enumerate(params):
-            parts.setdefault(_step_count(optimizer.state[param]), []).append(i)
-    sgd = _torch_sgd() if kind == "sgd" else None
-    updates, offset = [], first_offset
-    for step, members in parts.items():
-        update = GroupUpdate(kind, [first_index + i for i in members], keys, hyper, offset,
-                             step, sgd)
-        states = [[optimizer.state[params[i]][key] for i in members] for key in keys]
-        updates.append((update, states))
-        offset += update.num_scalars
-    return updates
-
-
-@functools.cache
-def _torch_sgd() -> Callable[..., None]:
-    from torch.optim import sgd
-
-    accepted = inspect.signature(sgd.sgd).parameters
-
-    def plain_sgd(*args: Any, **keywords: Any) -> None:
-        sgd.sgd(*args, **{k: v for k, v in keywords.items() if k in accepted})
-
-    return plain_sgd
+    kind = _KINDS[type(optimizer)]
+    params: list[torch.Tensor] = []
+    updates: list[GroupUpdate] = []
+    states: list[list[list[Any]]] = []
+    offset = 0
+    for index, group in enumerate(optimizer.param_groups):
+        keys = _state_keys(kind, group)
+        chosen = [p for p in group["params"] if p.requires_grad and (
+            not keys or p.grad is not None or p in optimizer.state)]
+        parts: dict[int, list[int]] = {}
+        for i, param in enumerate(chosen):
+            # The step count is a tensor (or a number): a host sync, at bind only.
+            step = 0 if kind == "sgd" else int(optimizer.state[param]["step"])
+            parts.setdefault(step, []).append(i)
+        hyper = {key: value for key, value in group.items() if key not in ("params", "lr")}
+        for step, members in parts.items():
+            update = GroupUpdate(kind, index, [len(params) + i for i in members], hyper,
+                                 offset, step)
+            if kind == "sgd":
+                accepted = inspect.signature(functional_sgd).parameters
+                keywords = {**_PLAIN_SGD, **{key: group[key] for key in _SGD_HYPER}}
+                update.sgd_keywords = {k: v for k, v in keywords.items() if k in accepted}
+            updates.append(update)
+            states.append([[optimizer.state[chosen[i]][key] for i in members] for key in keys])
+            offset += update.num_scalars
+        params.extend(chosen)
+    return params, updates, states

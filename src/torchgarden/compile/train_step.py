@@ -1,86 +1,56 @@
 """The compiled training step behind ``runtime.enable_xla`` (Model Garden's in-graph loop).
 
-An opt-in step function for the ``Trainer`` (its ``step_fn``): ``create_trainer`` hands
-it over when ``runtime.enable_xla`` is set and the setup is covered; otherwise the
-Trainer runs ``Task.train_step`` on the ``torch.compile``-d model.
-
-Model Garden runs ``steps_per_loop`` steps inside one graph (Orbit's ``for _ in
-tf.range(steps_per_loop)`` in a ``tf.function``). Here one ``torch.compile`` graph runs
-``steps_per_call`` (K) whole steps of the default ``Task.train_step``, unrolled, so K
-steps cost one compiled call instead of K calls, or K times a few hundred eager operator
-dispatches and a Python walk of the autograd graph:
-
-* the K batches are gathered before the call and enter it as a list;
-* gradients come from ``torch.func.grad_and_value`` over the model's trainable
-  parameters (``functional_call``), inside the graph;
-* the update is applied in place to the optimizer's own state tensors (see
-  ``functional_optim``), so ``state_dict()``, checkpoints and the eager path stay
-  interchangeable; each step's learning rate and bias corrections enter as one row of
-  a float32 tensor, so schedules never recompile;
-* the training-loss sum and the train metrics (``torchgarden.metrics.Metric`` objects)
-  are updated inside the graph; metrics the graph cannot trace are updated by the host
-  from the graph's outputs (one log line says so).
-
-The first K steps run eagerly through ``task.train_step``: the optimizer then creates its
-state exactly as torch does, and the graph reads that state. Steps that do not fill a
-K-step call (a loop shortened by a preemption) run eagerly too. Every other call is one
-call of the graph (a second compile happens only if a checkpoint restore replaces the
-optimizer state with tensors of other shapes, or batches of another shape arrive).
-Hyperparameters other than the learning rate (momentum, betas, weight decay) are read
-when the graph is bound to the optimizer: at the first compiled call, after a restore
-and after eager steps.
-
-Per-call cost matters for small models, so two of torch.compile's per-call checks are
-not repeated: inductor's size asserts are off, and while the batches have the same
-structure, shapes, strides and dtypes as batches that passed every guard (and train and
-grad modes are unchanged), the call runs under ``set_stance(skip_guard_eval_unsafe=
-True)``. Anything else (a new shape, a restore) goes through the full guards again.
-Each Trainer compiles its own copy of the step function, so trainers built in one
-process never share (or exhaust) a compile cache.
-
-What the path does not cover falls back to the eager step (``unsupported_reason`` says
-why): tasks that override ``train_step`` or ``forward_backward``, DDP/FSDP, gradient
-accumulation, optimizers other than SGD/Adam/AdamW (exact classes), optimizers with step
-hooks (gradient clipping), float16 loss scaling, models with
-``torchgarden.layers.Layer`` auxiliary losses, and models with transformers' activation
-checkpointing on. A step that ``torch.compile`` cannot
-capture as one graph falls back too, at its first call, with one log line.
+One ``torch.compile`` graph runs K whole steps of the default ``Task.train_step``: the
+gradients, the optimizer update (``functional_optim``), the loss sum and the train
+metrics. ``docs/performance.md`` describes the path, its per-call cost and what falls
+back to the eager step (:func:`unsupported_reason`).
 """
 
 from __future__ import annotations
 
 import logging
+import types
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-from torchgarden.compile._graph import fresh_function, signature, skip_guards_context, whole_steps
-from torchgarden.compile.coverage import choose_steps_per_call, unsupported_reason
-from torchgarden.compile.functional_optim import GroupUpdate, build_updates
+from torchgarden.compile._graph import signature, skip_guards_context, whole_steps
+from torchgarden.compile.functional_optim import (
+    GroupUpdate,
+    bind_updates,
+    has_step_hooks,
+    is_supported,
+)
 from torchgarden.core import Task
+from torchgarden.layers import Layer
 from torchgarden.metrics import Metric
 from torchgarden.optim import set_learning_rate
-from torchgarden.runtime.strategy import Strategy
+from torchgarden.runtime.strategy import Strategy, get_strategy
 from torchgarden.utils.logs import Logs
 
 __all__ = [
-    "CompiledTrainStep",
-    "choose_steps_per_call",
-    "compiled_train_step",
-    "unsupported_reason",
+    "CompiledTrainStep", "choose_steps_per_call", "compiled_train_step", "unsupported_reason",
 ]
 
 _logger = logging.getLogger("torchgarden")
+
+# choose_steps_per_call's automatic K (its docstring says why).
+AUTO_UNROLL_MAX_PARAMETERS = 1_000_000
+AUTO_MAX_STEPS_PER_CALL = 10
+
 
 class CompiledTrainStep:
     """Runs the default ``Task.train_step`` as one ``torch.compile`` graph per K steps.
 
     A ``Trainer`` step function. The Trainer calls :meth:`run_steps` with K batches at a
     time; called like ``task.train_step`` (one batch) it runs one step: through the
-    graph when K is 1, else eagerly. It is bound to the model and optimizer it was built
-    with. Build it only when ``unsupported_reason`` returns None (or through
+    graph when K is 1, else eagerly. The first steps run eagerly (the optimizer creates
+    its state as torch does, and the graph reads it), and so do steps that do not fill a
+    K-step call. Hyperparameters other than the learning rate are read when the graph is
+    bound to the optimizer: at the first compiled call, after a restore and after eager
+    steps. Build it only when :func:`unsupported_reason` returns None (or through
     :func:`compiled_train_step`).
 
     Args:
@@ -107,10 +77,19 @@ class CompiledTrainStep:
         self.steps_per_call = int(steps_per_call)
         #: Train metrics are updated inside the graph (False after a failed capture).
         self.metrics_in_graph = True
+        # What the graph reads, bound to the optimizer's state by _bind().
         self.names: list[str] = []
         self.buffer_names: list[str] = []
         self.updates: list[GroupUpdate] = []
-        function = fresh_function(whole_steps)
+        self._params: list[torch.Tensor] = []
+        self._buffers: list[torch.Tensor] = []
+        self._states: list[list[list[Any]]] = []
+        self._state_owner: Any = None
+        self._stepped = False  # An eager step ran (SGD without momentum has no state).
+        # A copy of the traced function with its own code object, hence its own compile
+        # cache: torch.compile stops compiling a code object after recompile_limit (8)
+        # variants, and trainers built in one process must not use up each other's.
+        function = types.FunctionType(whole_steps.__code__.replace(), whole_steps.__globals__)
         if mode is None:
             # Inductor's per-call size/stride asserts repeat what the guards (or, with
             # guards skipped, the batch signature) already checked. On a CPU, the C++
@@ -122,17 +101,10 @@ class CompiledTrainStep:
         else:
             self._graph = torch.compile(function, fullgraph=True, mode=mode)
         self._skip_guards = skip_guards_context()
-        self._trusted: Any = None
+        self._trusted: Any = None  # The key of the last call that passed every guard.
         self._eager_reason: str | None = None  # Set when the graph cannot be captured.
         # CUDA-graph modes: a step's outputs are dead once the next step starts.
         self._mark_step = mode in ("reduce-overhead", "max-autotune")
-        self._params: list[torch.Tensor] = []
-        self._buffers: list[torch.Tensor] = []
-        self._states: list[list[list[Any]]] = []
-        self._state_owner: Any = None
-        self._group_updates: list[list[GroupUpdate]] = []
-        self._loss_scratch: torch.Tensor | None = None
-        self._stepped = False  # An eager step ran (SGD without momentum has no state).
 
     def __call__(
         self, inputs: Any, *, model: Any = None, optimizer: Any = None,
@@ -142,20 +114,14 @@ class CompiledTrainStep:
         del model, optimizer  # Bound at construction.
         if self.steps_per_call != 1 or not self._ready():
             return self._eager_step(inputs, metrics)
-        if self._loss_scratch is None:
-            self._loss_scratch = torch.zeros((), device=self._device)
         losses = self._call_graph([inputs], None, self._loss_scratch, metrics or [])
         if losses is None:
             return self._eager_step(inputs, metrics)
         return {Task.loss: losses[0]}
 
     def run_steps(
-        self,
-        batches: Sequence[Any],
-        *,
-        learning_rates: Sequence[float] | None,
-        loss_sum: torch.Tensor,
-        metrics: Sequence[Any],
+        self, batches: Sequence[Any], *, learning_rates: Sequence[float] | None,
+        loss_sum: torch.Tensor, metrics: Sequence[Any],
     ) -> None:
         """Runs ``len(batches)`` (K) steps in one call of the graph.
 
@@ -209,19 +175,20 @@ class CompiledTrainStep:
             with self._skip_guards():
                 losses, host_updates = self._graph(*arguments)
         else:
-            try:
-                losses, host_updates = self._first_call(arguments, metrics)
-            except _Eager:
+            result = self._first_call(arguments, metrics)
+            if result is None:
                 return None
-            self._trusted = (key[0], *key[1:3], self.metrics_in_graph)
+            losses, host_updates = result
+            self._trusted = (*key[:3], self.metrics_in_graph)
         for labels, outputs in host_updates:
             self.task.process_metrics(metrics, labels, outputs)
         return losses
 
     def _first_call(
         self, arguments: tuple[Any, ...], metrics: Sequence[Any]
-    ) -> tuple[list[torch.Tensor], list[Any]]:
-        """A call with every guard checked; on a failed capture, the fallbacks."""
+    ) -> tuple[list[torch.Tensor], list[Any]] | None:
+        """A call with every guard checked; on a failed capture, the fallbacks (None: the
+        step cannot be one graph, run it eagerly)."""
         if self.metrics_in_graph and not all(isinstance(m, Metric) for m in metrics):
             # torchmetrics objects and custom classes: read the graph's outputs instead.
             self.metrics_in_graph = False
@@ -238,17 +205,17 @@ class CompiledTrainStep:
             _logger.info("runtime.enable_xla: the step cannot be compiled as one graph, it "
                          "runs eagerly: %s", reason)
             self._eager_reason = reason
-            raise _Eager from error
+            return None
 
     def _scalars(self, learning_rates: Sequence[float] | None, steps: int) -> torch.Tensor:
         """``[steps, n]`` float32: each step's rates and bias corrections, on the device."""
-        if learning_rates is None:
-            rates = [[float(g["lr"])] * steps for g in self.optimizer.param_groups]
-        else:
-            rates = [list(learning_rates)] * len(self.optimizer.param_groups)
-        rows = [[value for updates, group_rates in zip(self._group_updates, rates)
-                 for update in updates for value in update.scalars(group_rates[k])]
-                for k in range(steps)]
+        groups = self.optimizer.param_groups
+        rows = []
+        for k in range(steps):
+            rates = ([float(group["lr"]) for group in groups] if learning_rates is None
+                     else [learning_rates[k]] * len(groups))
+            rows.append([value for update in self.updates
+                         for value in update.scalars(rates[update.group])])
         scalars = torch.tensor(rows, dtype=torch.float32)
         if self._device.type == "cpu":
             return scalars
@@ -258,82 +225,111 @@ class CompiledTrainStep:
 
     def _bind(self) -> None:
         """Reads the optimizer's param groups and state into the graph's argument lists."""
-        optimizer = self.optimizer
+        self._params, self.updates, self._states = bind_updates(self.optimizer)
         position = {id(p): name for name, p in self.model.named_parameters()}
-        self.names, self.updates, self._params, self._states = [], [], [], []
-        self._group_updates = []
-        named_buffers = list(self.model.named_buffers())
-        self.buffer_names = [name for name, _ in named_buffers]
-        self._buffers = [buffer for _, buffer in named_buffers]
-        offset = 0
-        for group in optimizer.param_groups:
-            # Parameters that got no gradient in the eager steps are left alone, as the
-            # eager optimizer does.
-            stateless = not _has_state(optimizer, group)
-            params = [p for p in group["params"] if p.requires_grad and (
-                stateless or p.grad is not None or p in optimizer.state)]
-            built = build_updates(optimizer, group, params, len(self._params), offset)
-            self._group_updates.append([update for update, _ in built])
-            for update, states in built:
-                self.updates.append(update)
-                self._states.append(states)
-                offset += update.num_scalars
-            self._params.extend(params)
-            self.names.extend(position[id(p)] for p in params)
+        self.names = [position[id(p)] for p in self._params]
+        buffers = dict(self.model.named_buffers())
+        self.buffer_names, self._buffers = list(buffers), list(buffers.values())
         self._device = self._params[0].device if self._params else torch.device("cpu")
+        self._loss_scratch = torch.zeros((), device=self._device)  # __call__ discards it.
         for param in self._params:
             param.grad = None  # The graph never reads .grad; free the eager steps'.
         if self._mark_step:
             # CUDA graphs may update inputs in place only at fixed addresses: declare
             # weights and optimizer state static (a restore re-guards them).
-            for tensor in self._params + self._buffers + [
-                t for states in self._states for key in states for t in key
-                if isinstance(t, torch.Tensor)
-            ]:
+            state_tensors = [t for states in self._states for key in states for t in key
+                             if isinstance(t, torch.Tensor)]
+            for tensor in self._params + self._buffers + state_tensors:
                 torch._dynamo.mark_static_address(tensor)
-        self._state_owner = optimizer.state
+        self._state_owner = self.optimizer.state
         self._trusted = None  # New tensors: the next call checks every guard again.
 
 
-def _has_state(optimizer: Any, group: dict[str, Any]) -> bool:
-    """False for plain SGD (no momentum buffers), whose updated parameters the state
-    cannot name."""
-    return not (type(optimizer) is torch.optim.SGD and not group["momentum"])
+def unsupported_reason(
+    *, task: Task, model: nn.Module, optimizer: Any, strategy: Strategy | str = "single",
+    accumulation_steps: int = 1,
+) -> str | None:
+    """Why the whole-step graph cannot run this setup, or None when it can.
+
+    Args:
+        task: The task; its ``train_step`` and ``forward_backward`` must be Task's own.
+        model: The model as trained (autocast-wrapped is fine; DDP/compiled is not).
+        optimizer: The optimizer the Trainer steps.
+        strategy: The run's ``Strategy`` or a registered name. Defaults to one process.
+        accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
+    """
+    for hook in ("train_step", "forward_backward"):
+        if getattr(type(task), hook) is not getattr(Task, hook):
+            return f"{type(task).__name__} overrides {hook}"
+    if isinstance(strategy, str):
+        strategy = get_strategy(strategy)()
+    if strategy.compiled_step_unsupported():
+        return strategy.compiled_step_unsupported()
+    if accumulation_steps != 1:
+        return f"gradient_accumulation_steps={accumulation_steps}"
+    if not is_supported(optimizer):
+        return (f"optimizer {type(optimizer).__name__} (supported: SGD, Adam, AdamW; "
+                "float16 loss scaling wraps the optimizer)")
+    if has_step_hooks(optimizer):
+        return "the optimizer has step hooks (gradient clipping)"
+    if any(group.get("differentiable") for group in optimizer.param_groups):
+        return "a param group has differentiable=True"
+    if any(isinstance(module, Layer) for module in model.modules()):
+        return "the model has torchgarden Layers with auxiliary losses"
+    if any(getattr(module, "gradient_checkpointing", False) for module in model.modules()):
+        return "activation checkpointing (torch.func.grad has no saved-tensor hooks)"
+    names = {id(p) for p in model.parameters()}
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if id(param) not in names:
+                return "the optimizer holds parameters that are not the model's"
+            if param.is_complex() or param.is_sparse:
+                return "complex or sparse parameters"
+    return None
 
 
-class _Eager(Exception):
-    """The graph could not be captured: the caller runs the steps eagerly."""
+def choose_steps_per_call(model: nn.Module, steps_per_loop: int, steps_per_graph: int | None) -> int:
+    """How many steps one compiled call runs (K).
+
+    Args:
+        model: The trained model.
+        steps_per_loop: ``trainer.steps_per_loop``: K never exceeds it.
+        steps_per_graph: ``runtime.steps_per_graph``; None chooses: the largest divisor of
+            ``steps_per_loop`` up to ``AUTO_MAX_STEPS_PER_CALL`` (10) for a model of at
+            most ``AUTO_UNROLL_MAX_PARAMETERS`` (1M) parameters, whose steps are short
+            enough for the per-call cost (tens of µs) to matter, else 1: unrolling
+            multiplies the compile time and a large model's step hides that cost.
+
+    Raises:
+        ValueError: ``steps_per_graph`` is below 1 or above ``steps_per_loop``.
+    """
+    if steps_per_graph is not None:
+        if not 1 <= steps_per_graph <= steps_per_loop:
+            raise ValueError(
+                f"runtime.steps_per_graph must be between 1 and trainer.steps_per_loop "
+                f"({steps_per_loop}), got {steps_per_graph}; set it to "
+                f"{min(max(steps_per_graph, 1), steps_per_loop)} or leave it unset (automatic)."
+            )
+        return steps_per_graph
+    if sum(p.numel() for p in model.parameters()) > AUTO_UNROLL_MAX_PARAMETERS:
+        return 1
+    return max(k for k in range(1, AUTO_MAX_STEPS_PER_CALL + 1) if steps_per_loop % k == 0)
 
 
 def compiled_train_step(
-    task: Task,
-    model: nn.Module,
-    optimizer: Any,
-    *,
-    mode: str | None = None,
-    strategy: Strategy | str = "single",
-    accumulation_steps: int = 1,
-    steps_per_call: int = 1,
+    task: Task, model: nn.Module, optimizer: Any, *, mode: str | None = None,
+    strategy: Strategy | str = "single", accumulation_steps: int = 1, steps_per_call: int = 1,
 ) -> CompiledTrainStep | None:
     """A :class:`CompiledTrainStep`, or None (with one log line saying why) when the
     setup is not covered and the Trainer should run ``task.train_step`` instead.
 
-    Args:
-        task: The task.
-        model: The model as trained, not ``torch.compile``-d (autocast-wrapped is fine).
-        optimizer: The optimizer the step updates.
-        mode: ``torch.compile`` mode. Defaults to None.
-        strategy: The run's ``Strategy`` (or a registered name). Defaults to one process.
-        accumulation_steps: ``trainer.gradient_accumulation_steps``. Defaults to 1.
-        steps_per_call: Steps per graph call (the ``StepPlan``'s). Defaults to 1.
+    The arguments are :func:`unsupported_reason`'s and :class:`CompiledTrainStep`'s:
+    ``model`` as trained, not ``torch.compile``-d; ``steps_per_call`` the ``StepPlan``'s.
     """
-    reason = unsupported_reason(
-        task=task, model=model, optimizer=optimizer, strategy=strategy,
-        accumulation_steps=accumulation_steps,
-    )
+    reason = unsupported_reason(task=task, model=model, optimizer=optimizer,
+                                strategy=strategy, accumulation_steps=accumulation_steps)
     if reason is not None:
-        _logger.info(
-            "runtime.enable_xla: compiling the model only, not the whole step: %s.", reason
-        )
+        _logger.info("runtime.enable_xla: compiling the model only, not the whole step: %s.",
+                     reason)
         return None
     return CompiledTrainStep(task, model, optimizer, mode=mode, steps_per_call=steps_per_call)

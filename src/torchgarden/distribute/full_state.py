@@ -1,29 +1,14 @@
 """Checkpoint items that save FSDP2-sharded state as ordinary, unsharded state dicts.
 
-Under ``runtime.distribution_strategy=fsdp`` every parameter (and every optimizer and
-EMA tensor that follows it) is a ``DTensor`` shard. The items here gather them with
-``torch.distributed.checkpoint.state_dict`` (``full_state_dict=True, cpu_offload=True``:
-rank 0 receives the full tensors on the CPU, the other ranks an empty dict) so that
-``ckpt-N/state.pt`` holds exactly what a single process would have written:
-
-* the model's ``state_dict()`` (same keys and shapes as the unsharded model);
-* the optimizer's ``state_dict()`` in torch's index-keyed layout (the state of the
-  i-th parameter of its param groups under key i), not the FQN-keyed layout of
-  ``get_optimizer_state_dict``.
-
-A checkpoint therefore loads at any world size and under any strategy: written by 2
-FSDP ranks and read by one plain process, or the reverse. Restoring gives each rank its
-shard of the full tensors read from the file.
-
-Their ``state_dict`` / ``load_state_dict`` are collectives (``collective_state_dict =
-True``): every rank calls them together. ``CheckpointManager`` sees the flag and has
-rank 0 decide each save for all ranks.
-
-For the sharded checkpoint format (``trainer.checkpoint_format: dcp``) they also give
-``sharded_state_dict()`` (each rank's ``DTensor`` shards, the optimizer keyed by parameter
-name as ``torch.distributed.checkpoint.state_dict`` lays it out) and
-``load_sharded_state_dict(state)``; ``torch.distributed.checkpoint`` writes and reshards
-those, so no rank ever holds the full state.
+``state_dict()`` gathers the ``DTensor`` shards (rank 0 receives full CPU tensors, the
+other ranks ``{}``) into what one process would have written: the model's state dict,
+and the optimizer's in torch's index-keyed layout (not ``get_optimizer_state_dict``'s
+FQN-keyed one). A checkpoint thus loads at any world size and under any strategy; a
+restore gives each rank its shard. Both are collectives (``collective_state_dict =
+True``): every rank calls them together, and ``CheckpointManager`` has rank 0 decide each
+save for all. ``sharded_state_dict()`` / ``load_sharded_state_dict`` serve
+``trainer.checkpoint_format: dcp``: this rank's shards (the optimizer keyed by parameter
+name), which ``torch.distributed.checkpoint`` writes and reshards.
 """
 
 from __future__ import annotations
@@ -33,26 +18,32 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.tensor import DTensor
 
 from torchgarden.distribute.sharding import reshard, shard_like
 
 __all__ = ["FullModelState", "FullOptimizerState", "FullTensorState", "full_state_items"]
 
 _MAX_LISTED = 5
-# Param-group keys that choose an implementation rather than hold training state.
+# Param-group keys that choose how this process runs the update, not training state: a
+# restore keeps this process' choice (one process' fused SGD has no DTensor kernel here).
 _IMPLEMENTATION_KEYS = ("fused", "foreach", "capturable", "differentiable")
 
 
-def _gather_options() -> Any:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions
+def _full(**options: bool) -> StateDictOptions:
+    """Options for full (unsharded) state dicts."""
+    return StateDictOptions(full_state_dict=True, **options)
 
-    return StateDictOptions(full_state_dict=True, cpu_offload=True)
 
-
-def _load_options(strict: bool = True) -> Any:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-    return StateDictOptions(full_state_dict=True, strict=strict)
+def _implementation(group: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: group[key] for key in _IMPLEMENTATION_KEYS if key in group}
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
@@ -81,9 +72,7 @@ class FullModelState:
 
     def state_dict(self) -> dict[str, Any]:
         """The full state dict on rank 0 (CPU tensors); ``{}`` on the other ranks."""
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-        return get_model_state_dict(self.model, options=_gather_options())
+        return get_model_state_dict(self.model, options=_full(cpu_offload=True))
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
         """Loads a full (unsharded) state dict; each rank keeps its shard.
@@ -96,8 +85,6 @@ class FullModelState:
             ValueError: Keys are missing or unexpected (when strict) or shapes differ;
                 the message lists them.
         """
-        from torch.distributed.checkpoint.state_dict import set_model_state_dict
-
         expected = self.model.state_dict()  # DTensor shapes are the global shapes.
         missing = [k for k in expected if k not in state_dict] if strict else []
         unexpected = [k for k in state_dict if k not in expected] if strict else []
@@ -106,30 +93,21 @@ class FullModelState:
             for k, v in state_dict.items()
             if k in expected and _shape(v) is not None and _shape(v) != _shape(expected[k])
         ]
-        problems = []
-        if missing:
-            problems.append(f"missing keys ({len(missing)}): {_listed(missing)}")
-        if unexpected:
-            problems.append(f"unexpected keys ({len(unexpected)}): {_listed(unexpected)}")
-        if misshaped:
-            problems.append(f"mis-shaped keys ({len(misshaped)}): {_listed(misshaped)}")
+        problems = [f"{kind} keys ({len(keys)}): {_listed(keys)}" for kind, keys in (
+            ("missing", missing), ("unexpected", unexpected), ("mis-shaped", misshaped)) if keys]
         if problems:
             raise ValueError(
                 f"the checkpoint does not fit {type(self.model).__name__}: " + "; ".join(problems)
             )
         reshard(self.model)  # A restore mid-run must not be hidden by gathered copies.
-        set_model_state_dict(self.model, dict(state_dict), options=_load_options(strict))
+        set_model_state_dict(self.model, dict(state_dict), options=_full(strict=strict))
 
     def sharded_state_dict(self) -> dict[str, Any]:
         """This rank's shards (``DTensor`` values), keyed like the unsharded model's."""
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
         return get_model_state_dict(self.model)
 
     def load_sharded_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Loads shards laid out like :meth:`sharded_state_dict`'s (already resharded)."""
-        from torch.distributed.checkpoint.state_dict import set_model_state_dict
-
         reshard(self.model)
         set_model_state_dict(self.model, dict(state_dict))
 
@@ -150,15 +128,13 @@ class FullOptimizerState:
     def __init__(self, model: nn.Module, optimizer: Any) -> None:
         self.model = model
         self.optimizer = optimizer
-
-    def _inner(self) -> torch.optim.Optimizer:
-        return getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        self._inner: torch.optim.Optimizer = getattr(optimizer, "inner_optimizer", optimizer)
 
     def _parameter_names(self) -> list[str]:
         """FQN of each optimizer parameter, in param-group order (torch's index order)."""
         names = {id(param): name for name, param in self.model.named_parameters()}
         ordered = []
-        for group in self._inner().param_groups:
+        for group in self._inner.param_groups:
             for param in group["params"]:
                 if id(param) not in names:
                     raise ValueError(
@@ -169,27 +145,32 @@ class FullOptimizerState:
                 ordered.append(names[id(param)])
         return ordered
 
+    def _wrapped(self, inner_state: dict[str, Any]) -> dict[str, Any]:
+        """``inner_state`` inside the wrapper's own state (as it is, without a wrapper)."""
+        if self._inner is self.optimizer:
+            return inner_state
+        return {**self.optimizer.state_dict(), "optimizer": inner_state}
+
+    def _unwrapped(self, state_dict: Mapping[str, Any]) -> Mapping[str, Any]:
+        return state_dict if self._inner is self.optimizer else state_dict["optimizer"]
+
+    def _load_wrapper(self, state_dict: Mapping[str, Any]) -> None:
+        if self._inner is not self.optimizer:
+            # The wrapper's own state (e.g. the loss scale); its inner part is reloaded
+            # from the freshly set (sharded) state, which leaves it unchanged.
+            self.optimizer.load_state_dict({**state_dict, "optimizer": self._inner.state_dict()})
+
     def state_dict(self) -> dict[str, Any]:
         """The full optimizer state on rank 0 (index-keyed, CPU); ``{}`` elsewhere."""
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
-        inner = self._inner()
-        full = get_optimizer_state_dict(self.model, inner, options=_gather_options())
+        full = get_optimizer_state_dict(self.model, self._inner, options=_full(cpu_offload=True))
         if not full:
             return {}
         index = {name: i for i, name in enumerate(self._parameter_names())}
-        indexed = {
+        return self._wrapped({
             "state": {index[name]: value for name, value in full["state"].items()},
-            "param_groups": [
-                {**group, "params": [index[name] for name in group["params"]]}
-                for group in full["param_groups"]
-            ],
-        }
-        if inner is self.optimizer:
-            return indexed
-        outer = self.optimizer.state_dict()
-        outer["optimizer"] = indexed
-        return outer
+            "param_groups": [{**group, "params": [index[name] for name in group["params"]]}
+                             for group in full["param_groups"]],
+        })
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Loads an index-keyed full optimizer state; each rank keeps its shards.
@@ -197,10 +178,7 @@ class FullOptimizerState:
         Raises:
             ValueError: The state is for a different number of parameters.
         """
-        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
-
-        inner = self._inner()
-        indexed = state_dict if inner is self.optimizer else state_dict["optimizer"]
+        inner, indexed = self._inner, self._unwrapped(state_dict)
         names = self._parameter_names()
         saved = sum(len(group["params"]) for group in indexed["param_groups"])
         if saved != len(names) or len(indexed["param_groups"]) != len(inner.param_groups):
@@ -212,69 +190,40 @@ class FullOptimizerState:
         full = {
             "state": {names[int(i)]: value for i, value in indexed["state"].items()},
             "param_groups": [
-                {
-                    **group,
-                    # How this process runs the update is not state: keep its choice
-                    # (a single process' fused SGD has no DTensor kernel here).
-                    **{k: current[k] for k in _IMPLEMENTATION_KEYS if k in current},
-                    "params": [names[int(i)] for i in group["params"]],
-                }
+                {**group, **_implementation(current),
+                 "params": [names[int(i)] for i in group["params"]]}
                 for group, current in zip(indexed["param_groups"], inner.param_groups)
             ],
         }
         if full["state"]:
-            set_optimizer_state_dict(self.model, inner, full, options=_load_options())
+            set_optimizer_state_dict(self.model, inner, full, options=_full())
         else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
-            for group, saved in zip(inner.param_groups, full["param_groups"]):
-                group.update({k: v for k, v in saved.items() if k != "params"})
-        self._load_outer(state_dict)
-
-    def _load_outer(self, state_dict: Mapping[str, Any]) -> None:
-        if self._inner() is not self.optimizer:
-            # The wrapper's own state (e.g. the loss scale); its inner part is reloaded
-            # from the freshly set (sharded) state, which leaves it unchanged.
-            inner_state = self._inner().state_dict()
-            self.optimizer.load_state_dict({**state_dict, "optimizer": inner_state})
+            for group, saved_group in zip(inner.param_groups, full["param_groups"]):
+                group.update({k: v for k, v in saved_group.items() if k != "params"})
+        self._load_wrapper(state_dict)
 
     def sharded_state_dict(self) -> dict[str, Any]:
         """This rank's optimizer shards, keyed by parameter name (DCP's layout)."""
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
-        inner = self._inner()
-        sharded = get_optimizer_state_dict(self.model, inner)
-        if inner is self.optimizer:
-            return sharded
-        return {**self.optimizer.state_dict(), "optimizer": sharded}
+        return self._wrapped(get_optimizer_state_dict(self.model, self._inner))
 
     def load_sharded_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Loads name-keyed shards laid out like :meth:`sharded_state_dict`'s."""
-        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
-
-        inner = self._inner()
-        sharded = dict(state_dict if inner is self.optimizer else state_dict["optimizer"])
-        chosen = [{k: group[k] for k in _IMPLEMENTATION_KEYS if k in group}
-                  for group in inner.param_groups]
-        set_optimizer_state_dict(self.model, inner, sharded)
-        for group, implementation in zip(inner.param_groups, chosen):
-            group.update(implementation)  # How this process runs the update is not state.
-        self._load_outer(state_dict)
+        chosen = [_implementation(group) for group in self._inner.param_groups]
+        set_optimizer_state_dict(self.model, self._inner, dict(self._unwrapped(state_dict)))
+        for group, implementation in zip(self._inner.param_groups, chosen):
+            group.update(implementation)
+        self._load_wrapper(state_dict)
 
 
 def _holds_dtensor(value: Any) -> bool:
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(value, DTensor):
-        return True
     if isinstance(value, Mapping):
         return any(_holds_dtensor(v) for v in value.values())
     if isinstance(value, (list, tuple)):
         return any(_holds_dtensor(v) for v in value)
-    return False
+    return isinstance(value, DTensor)
 
 
 def _gather(value: Any) -> Any:
-    from torch.distributed.tensor import DTensor
-
     if isinstance(value, DTensor):
         return value.full_tensor().cpu()  # Collective: every rank, same order.
     if isinstance(value, Mapping):
@@ -285,14 +234,10 @@ def _gather(value: Any) -> Any:
 
 
 class FullTensorState:
-    """Checkpoint item wrapping any stateful object whose state holds ``DTensor`` shards.
-
-    ``state_dict`` replaces each ``DTensor`` by its full tensor (on the CPU) and
-    ``load_state_dict`` cuts full tensors back into shards laid out like the object's
-    current ones. Used for the EMA of a sharded model.
-
-    Args:
-        item: An object with ``state_dict()`` and ``load_state_dict(state)``.
+    """Checkpoint item wrapping a stateful ``item`` (``state_dict()``,
+    ``load_state_dict(state)``) whose state holds ``DTensor`` shards, e.g. the EMA of a
+    sharded model: ``state_dict`` replaces each ``DTensor`` by its full tensor (on the
+    CPU), ``load_state_dict`` cuts full tensors back into shards laid out like the item's.
     """
 
     collective_state_dict = True
@@ -320,7 +265,7 @@ class FullTensorState:
 def full_state_items(
     items: Mapping[str, Any], *, model: nn.Module, optimizer: Any = None
 ) -> dict[str, Any]:
-    """Returns Trainer checkpoint ``items`` with sharded state wrapped for full saving.
+    """Trainer checkpoint ``items`` with sharded state wrapped for full saving.
 
     ``model`` becomes a :class:`FullModelState`, ``optimizer`` a
     :class:`FullOptimizerState`, and any other item whose state holds ``DTensor``

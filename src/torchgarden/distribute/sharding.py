@@ -1,10 +1,9 @@
 """FSDP2 (``fully_shard``) for a built model, and gradient-sync switching for DDP/FSDP.
 
 ``fully_shard`` swaps every parameter for a new ``nn.Parameter`` holding a ``DTensor``
-shard, so an optimizer built before sharding (``create_trainer`` builds it first, as
-Model Garden does) would update tensors the model no longer uses. :func:`shard_model`
-returns which new parameter replaced which old one, and :func:`rebind_optimizer` points
-the optimizer at the new ones.
+shard, so an optimizer built before sharding (as Model Garden builds it) would update
+tensors the model no longer uses: :func:`shard_model` returns which new parameter
+replaced which old one, and :func:`rebind_optimizer` points the optimizer at the new ones.
 """
 
 from __future__ import annotations
@@ -27,16 +26,13 @@ _FUSED_ON_DTENSOR = (torch.optim.Adam, torch.optim.AdamW)
 def shard_model(
     model: nn.Module, *, module_classes: Iterable[type[nn.Module]] = ()
 ) -> dict[int, nn.Parameter]:
-    """Applies FSDP2 ``fully_shard`` to ``model`` in place (needs a process group).
+    """Applies FSDP2 ``fully_shard`` to ``model`` (on its device) in place; needs a
+    process group.
 
-    Submodules that are instances of ``module_classes`` become their own FSDP units
-    first (e.g. transformer blocks: parameters are gathered one block at a time), then
-    the root takes the remaining parameters. With no classes the whole model is one unit,
-    right for small models.
-
-    Args:
-        model: The built model, already on its device.
-        module_classes: Submodule types to shard as separate units. Defaults to none.
+    Submodules that are instances of ``module_classes`` (default none) become their own
+    FSDP units first (e.g. transformer blocks: parameters are gathered one block at a
+    time), then the root takes the rest; with none the whole model is one unit, right
+    for small models.
 
     Returns:
         ``{id(old parameter): new parameter}`` for :func:`rebind_optimizer`.
@@ -52,10 +48,9 @@ def shard_model(
         )
     names = {id(param): name for name, param in model.named_parameters()}
     classes = tuple(module_classes)
-    if classes:
-        for module in list(model.modules()):
-            if module is not model and isinstance(module, classes):
-                fully_shard(module)
+    for module in list(model.modules()):
+        if module is not model and isinstance(module, classes):  # () matches nothing.
+            fully_shard(module)
     fully_shard(model)
     # FSDP2 keeps the root's parameters gathered after forward (backward needs them).
     # After an evaluation forward nothing needs them, and keeping them would hide
@@ -87,11 +82,11 @@ def reshard(model: nn.Module) -> None:
 def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> None:
     """Points ``optimizer``'s param groups (and any state) at the sharded parameters.
 
-    Works for any object with torch's ``param_groups`` / ``state`` layout, including a
-    ``LossScaleOptimizer`` or another wrapper that forwards them. Fused kernels that
-    ``DTensor`` has no sharding rule for (torch 2.13: all but Adam and AdamW, e.g. the
-    fused SGD of ``fused: true``) would fail at the first step, so those
-    groups fall back to torch's foreach implementation, which computes the same update.
+    Works for any object with torch's ``param_groups`` / ``state`` layout (e.g. a
+    ``LossScaleOptimizer``). Fused kernels that ``DTensor`` has no sharding rule for
+    (torch 2.13: all but Adam and AdamW, e.g. the fused SGD of ``fused: true``) would
+    fail at the first step, so those groups fall back to torch's foreach implementation,
+    which computes the same update.
 
     Args:
         optimizer: The optimizer built on the unsharded parameters.
@@ -106,38 +101,35 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
         rebound = []
         for param in group["params"]:
             new = replaced.get(id(param))
-            if new is None:
-                if id(param) in sharded:
-                    rebound.append(param)  # Already rebound.
-                    continue
+            if new is None and id(param) not in sharded:
                 raise ValueError(
                     f"optimizer param group {index} holds a parameter of shape "
                     f"{tuple(param.shape)} that is not in the sharded model; build the "
                     f"optimizer from model.parameters()."
                 )
-            if state is not None and param in state:
+            if new is None:
+                new = param  # Already rebound.
+            elif state is not None and param in state:
                 # State from steps taken before sharding is sharded like its parameter.
                 state[new] = {
                     key: shard_like(value, new)
-                    if isinstance(value, torch.Tensor) and value.shape == new.shape
-                    else value
+                    if isinstance(value, torch.Tensor) and value.shape == new.shape else value
                     for key, value in state.pop(param).items()
                 }
             rebound.append(new)
         group["params"] = rebound
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not isinstance(inner, _FUSED_ON_DTENSOR):
-        for group in optimizer.param_groups:
-            if group.get("fused"):
-                group["fused"] = False
-                _logger.info(
-                    "FSDP: %s has no fused kernel for sharded (DTensor) parameters; "
-                    "using its foreach implementation.", type(inner).__name__,
-                )
+    if isinstance(inner, _FUSED_ON_DTENSOR):
+        return
+    for group in optimizer.param_groups:
+        if group.get("fused"):
+            group["fused"] = False
+            _logger.info("FSDP: %s has no fused kernel for sharded (DTensor) parameters; "
+                         "using its foreach implementation.", type(inner).__name__)
 
 
 def shard_like(value: Any, template: Any) -> Any:
-    """Returns ``value`` with each full tensor cut into a shard laid out like ``template``.
+    """``value`` with each full tensor cut into a shard laid out like ``template``'s.
 
     Walks dicts, lists and tuples in parallel; where ``template`` holds a ``DTensor``
     and ``value`` a plain tensor of the same global shape, every rank keeps its own
@@ -152,22 +144,16 @@ def shard_like(value: Any, template: Any) -> Any:
         if isinstance(value, DTensor):
             return value
         if tuple(value.shape) != tuple(template.shape):
-            raise ValueError(
-                f"a saved tensor has shape {tuple(value.shape)}, the sharded one "
-                f"{tuple(template.shape)}."
-            )
+            raise ValueError(f"a saved tensor has shape {tuple(value.shape)}, the sharded one "
+                             f"{tuple(template.shape)}.")
         local = value.to(device=template.device, dtype=template.dtype)
         # src_data_rank=None: every rank cuts its shard from its own copy, no traffic.
-        return distribute_tensor(
-            local, template.device_mesh, template.placements, src_data_rank=None
-        )
+        return distribute_tensor(local, template.device_mesh, template.placements,
+                                 src_data_rank=None)
     if isinstance(template, Mapping) and isinstance(value, Mapping):
         return {k: shard_like(v, template[k]) if k in template else v for k, v in value.items()}
-    if (
-        type(value) in (list, tuple)
-        and isinstance(template, (list, tuple))
-        and len(template) == len(value)
-    ):
+    if (type(value) in (list, tuple) and isinstance(template, (list, tuple))
+            and len(template) == len(value)):
         return type(value)(shard_like(v, t) for v, t in zip(value, template))
     return value
 
@@ -177,11 +163,7 @@ def set_gradient_sync(model: nn.Module, enabled: bool) -> None:
 
     Gradient accumulation turns it off on every micro-step but the last, so gradients
     are summed locally and communicated once per optimizer step. A model that is
-    neither DDP nor FSDP (or a ``torch.compile`` wrapper of one) is left alone.
-
-    Args:
-        model: The model as trained (DDP, FSDP2, compiled, or plain).
-        enabled: Communicate gradients in the next backward passes.
+    neither DDP nor FSDP2 (nor a ``torch.compile`` wrapper of one) is left alone.
     """
     target = getattr(model, "_orig_mod", model)  # Through a torch.compile wrapper.
     set_sync = getattr(target, "set_requires_gradient_sync", None)
