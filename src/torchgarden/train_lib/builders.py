@@ -78,8 +78,8 @@ def create_trainer(
     trainer_cls = trainer_cls or Trainer
     model = task.build_model().to(runtime.device)
     optimizer = _create_optimizer(params, task, model) if train else None
-    ema = build_ema(params.trainer, model) if train else None
     eager_model = build_forward_model(model, runtime, optimizer)
+    ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
     plan, step_fn = StepPlan(), None
     if train:
         plan, step_fn = build_step_plan(params, task, eager_model, optimizer, runtime,
