@@ -87,9 +87,10 @@ def run_experiment(
     runtime = runtime or (trainer.runtime if trainer is not None else None)
     # Lock: one trainer per model_dir; an evaluation job writes only under eval/.
     with _guarded(model_dir, params, runtime, training=training, save_summary=save_summary):
-        from torchgarden.train_lib import wiring  # Torch is imported from here on.
+        from torchgarden.runtime import setup_runtime, teardown_runtime  # Torch from here on.
+        from torchgarden.train_lib import wiring
 
-        owned, runtime = runtime is None, runtime or wiring.setup_runtime(params.runtime)
+        owned, runtime = runtime is None, runtime or setup_runtime(params.runtime)
         try:
             # Build: task, trainer, evaluator, checkpoint manager; closed after the block.
             with wiring.build_run(params, mode=mode, model_dir=model_dir, task=task,
@@ -108,7 +109,7 @@ def run_experiment(
             return run.trainer.unwrapped_model, eval_logs
         finally:
             if owned:  # Its process group, if it made one.
-                wiring.teardown_runtime(runtime)
+                teardown_runtime(runtime)
 
 
 def run_experiment_with_multitask_eval(
@@ -146,18 +147,20 @@ def run_experiment_with_multitask_eval(
     Returns:
         ``(model, eval_logs)`` with ``eval_logs`` keyed by eval task name.
     """
-    from torchgarden.train_lib import wiring
+    from torchgarden.runtime import setup_runtime
+    from torchgarden.train_lib.builders import create_trainer
+    from torchgarden.train_lib.multitask import create_evaluator
 
-    runtime = runtime or (trainer.runtime if trainer is not None else wiring.setup_runtime(
+    runtime = runtime or (trainer.runtime if trainer is not None else setup_runtime(
         params.runtime))
-    trainer = trainer or wiring.create_trainer(
+    trainer = trainer or create_trainer(
         params, train_task, train="train" in mode, evaluate=False,
         model_dir=os.fspath(model_dir), runtime=runtime)
     tasks = dict(eval_tasks) if isinstance(eval_tasks, Mapping) else (
         {task.name: task for task in eval_tasks})
-    evaluator = wiring.create_evaluator(params, train_task, trainer, evaluate=True,
-                                        model_dir=os.fspath(model_dir), eval_tasks=tasks,
-                                        eval_steps=eval_steps)
+    evaluator = create_evaluator(params, train_task, trainer, evaluate=True,
+                                 model_dir=os.fspath(model_dir), eval_tasks=tasks,
+                                 eval_steps=eval_steps)
     return run_experiment(task=train_task, mode=mode, params=params, model_dir=model_dir,
                           trainer=trainer, evaluator=evaluator, runtime=runtime, **kwargs)
 

@@ -25,7 +25,7 @@ from torchgarden.export import start_export
 from torchgarden.loop import Controller
 from torchgarden.multitask import MultiTask
 from torchgarden.registry import get_task
-from torchgarden.runtime import RuntimeContext, seed_host_rngs, setup_runtime, teardown_runtime
+from torchgarden.runtime import RuntimeContext, seed_host_rngs
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
 from torchgarden.summary import SummaryManagerInterface
 from torchgarden.train_lib.builders import create_trainer
@@ -48,11 +48,7 @@ __all__ = [
     "build_export_callback",
     "build_preemption_watcher",
     "build_run",
-    "create_evaluator",
-    "create_trainer",
     "serialize_config",
-    "setup_runtime",
-    "teardown_runtime",
 ]
 
 
