@@ -4,7 +4,7 @@ Two formats: one ``state.pt`` written by rank 0 (``"single"``) or each rank's sh
 written with ``torch.distributed.checkpoint`` (``"dcp"``, see ``checkpoint.dcp``).
 """
 
-from torchgarden.checkpoint._storage import load_state
+from torchgarden.checkpoint._direct import load_state
 from torchgarden.checkpoint.best import BestCheckpointExporter
 from torchgarden.checkpoint.checkpoint import Checkpoint, Value
 from torchgarden.checkpoint.dcp import convert_to_single, read_full_state

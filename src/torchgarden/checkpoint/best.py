@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchgarden.checkpoint import _ranks, _storage
+from torchgarden.checkpoint import layout
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CorruptCheckpointError
 from torchgarden.checkpoint.manager import CheckpointManager
+from torchgarden.distribute.collectives import is_chief
 from torchgarden.utils.files import atomic_write_json
 from torchgarden.utils.metric_path import find_metric, has_metric
 
@@ -176,7 +177,7 @@ class BestCheckpointExporter:
     @property
     def best_ckpt_path(self) -> str | None:
         """Path of the exported best checkpoint, or None."""
-        found = _storage.list_checkpoints(self._export_dir, "best_ckpt")
+        found = layout.list_checkpoints(self._export_dir, "best_ckpt")
         return found[-1][1] if found else None
 
     @property
@@ -240,7 +241,7 @@ class BestCheckpointExporter:
         self._manager.save(step, check_interval=False, config=config, extra={"best_value": value})
         logs = _scalar_logs(eval_logs)
         logs[_STEP_KEY] = step
-        if _ranks.process_rank()[0] == 0:  # Every rank tracks the best; rank 0 writes.
+        if is_chief():  # Every rank tracks the best; rank 0 writes.
             atomic_write_json(self.best_ckpt_logs_path, logs)
         self._best_ckpt_logs = logs
         return True

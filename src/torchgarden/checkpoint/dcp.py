@@ -1,16 +1,9 @@
 """The sharded checkpoint format (``checkpoint_format="dcp"``): ``torch.distributed.checkpoint``.
 
-```
-<name>-<N>/__<rank>_<i>.distcp   each rank's shards (and a share of the replicated tensors)
-<name>-<N>/.metadata             DCP's index: every key, its global shape and its chunks
-<name>-<N>/meta.json             torchgarden's manifest: checksum and size of every file, written last
-```
-
 Every rank writes its own shards, so no process ever holds the whole state: saving an
-FSDP2 model costs each rank its shard, not rank 0 the full model. The directory keeps the
-guarantees of the single-file format (``state.pt``): it appears only once every rank has
-written and ``meta.json`` lists every file (``_dcp_writer``), a damaged newest checkpoint
-is skipped on resume, retention and the best-checkpoint export work alike.
+FSDP2 model costs each rank its shard, not rank 0 the full model. The layout and its
+guarantees are the single-file format's (``layout``): the directory appears only once
+every rank has written, and meta.json lists every file.
 
 What goes where, item by item (``Checkpoint.items``):
 
@@ -20,47 +13,161 @@ What goes where, item by item (``Checkpoint.items``):
 * any other item (global step, RNG states, the data position, callbacks): the state rank 0
   holds, pickled into one ``_host`` entry.
 
-Loading reshards: a checkpoint written by 2 ranks resumes at 1, 2 or 4 (DCP reads each
-rank's part of every tensor from whichever files hold it), and an item saved sharded is
-read in full by an item that has no sharded state (a plain optimizer of one process gets
-torch's index-keyed layout back). :func:`read_full_state` gives what a single process
-would have saved, and :func:`convert_to_single` writes it as a ``state.pt`` checkpoint.
+Loading reshards: a checkpoint written by 2 ranks resumes at 1, 2 or 4, and an item saved
+sharded is read in full by an item that has no sharded state (a plain optimizer of one
+process gets torch's index-keyed layout back). DCP's planners unpickle non-tensor leaves
+with ``weights_only=False``; the planners here use ``weights_only=True``, so a DCP
+checkpoint is as safe to read as a ``state.pt``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import torch
+import torch.distributed.checkpoint as dcp
 from torch import nn
-
-from torchgarden.checkpoint import _dcp_io, _ranks, _storage
-from torchgarden.checkpoint._background import package_version
-from torchgarden.checkpoint._dcp_io import FORMAT, METADATA_FILE
-from torchgarden.checkpoint._dcp_writer import DcpWriter
-from torchgarden.checkpoint._host import to_host
-from torchgarden.checkpoint.errors import (
-    CheckpointMismatchError,
-    CorruptCheckpointError,
+from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+from torch.distributed.checkpoint._traverse import set_element
+from torch.distributed.checkpoint.default_planner import (
+    DefaultLoadPlanner,
+    _EmptyStateDictLoadPlanner,
 )
+from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
+from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-__all__ = [
-    "FORMAT",
-    "METADATA_FILE",
-    "DcpWriter",
-    "LoadedShards",
-    "convert_to_single",
-    "is_dcp",
-    "read_full_state",
-    "read_state",
-    "save_state",
-]
+from torchgarden.checkpoint import _direct, layout
+from torchgarden.checkpoint._host import to_host
+from torchgarden.checkpoint.errors import CheckpointMismatchError, CorruptCheckpointError
+from torchgarden.distribute.collectives import all_gather_object, get_rank, get_world_size
+
+__all__ = ["LoadedShards", "convert_to_single", "read_full_state", "read_state", "save_state"]
+
+#: The key of the bytes holding the small items' states (``torch.save`` of a dict).
+HOST_KEY = "_host"
 
 
-def is_dcp(meta: Mapping[str, Any]) -> bool:
-    """Whether a checkpoint's meta.json describes the sharded (DCP) format."""
-    return meta.get("format") == FORMAT
+@contextlib.contextmanager
+def quiet_if(alone: bool) -> Iterator[None]:
+    """Silences DCP's warning that one process "assumes the intent" of saving alone."""
+    if not alone:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is (disabled, )?unavail")
+        yield
+
+
+class _SafeLoadPlanner(DefaultLoadPlanner):
+    """DCP's default load planner with ``weights_only=True`` for non-tensor leaves."""
+
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        loaded = _direct.safe_load(value, f"the DCP entry {read_item.dest_index.fqn!r}")
+        if self.flatten_state_dict:
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], loaded)
+        else:
+            self.state_dict[read_item.dest_index.fqn] = loaded
+
+
+class _SafeEmptyPlanner(_EmptyStateDictLoadPlanner):
+    """DCP's template-free planner with ``weights_only=True`` for non-tensor leaves."""
+
+    load_bytes = _SafeLoadPlanner.load_bytes
+
+
+def _read_metadata(path: str) -> Metadata:
+    try:
+        return dcp.FileSystemReader(path).read_metadata()
+    except Exception as e:
+        raise CorruptCheckpointError(
+            f"{path!r}: its DCP index {layout.METADATA_FILE} is unreadable "
+            f"({type(e).__name__}: {e})."
+        ) from e
+
+
+def _saved_items(metadata: Metadata) -> set[str]:
+    """The top-level names DCP holds tensors or values for (the host key left out)."""
+    return {key.split(".", 1)[0] for key in metadata.state_dict_metadata} - {HOST_KEY}
+
+
+def _load_full(path: str, keys: Iterable[str]) -> dict[str, Any]:
+    """The entries under top-level ``keys`` as full CPU tensors, read by this process alone
+    whatever the writer's world size."""
+    state: dict[str, Any] = {}
+    # format_utils.dcp_to_torch_save reads the same way: the public dcp.load copies its
+    # argument, so an empty dict it fills would never reach the caller.
+    _load_state_dict(state, storage_reader=dcp.FileSystemReader(path),
+                     planner=_SafeEmptyPlanner(keys=set(keys)), no_dist=True)
+    return state
+
+
+def _host_state(path: str, metadata: Metadata) -> dict[str, Any]:
+    """The small items' states rank 0 saved (``{}`` when there are none)."""
+    if HOST_KEY not in metadata.state_dict_metadata:
+        return {}
+    blob = _load_full(path, {HOST_KEY})[HOST_KEY]
+    state = _direct.safe_load(io.BytesIO(blob), f"{path!r} ({HOST_KEY})")
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(f"{path!r}: {HOST_KEY} holds a {type(state).__name__}.")
+    return state
+
+
+def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool) -> None:
+    """Raises ``CheckpointMismatchError`` when keys are missing (``strict``) or tensor
+    shapes differ, before anything is loaded."""
+    flat, _ = flatten_state_dict(dict(template))
+    saved = metadata.state_dict_metadata
+    missing = sorted(key for key in flat if key not in saved) if strict else []
+    misshaped = [
+        f"{key!r}: checkpoint {tuple(saved[key].size)} vs here {tuple(value.shape)}"
+        for key, value in flat.items()
+        if key in saved and isinstance(value, torch.Tensor)
+        and isinstance(saved[key], TensorStorageMetadata)
+        and tuple(saved[key].size) != tuple(value.shape)
+    ]
+    problems = []
+    if missing:
+        more = f", ... and {len(missing) - 5} more" if len(missing) > 5 else ""
+        problems.append(f"missing from the checkpoint ({len(missing)}): "
+                        f"{', '.join(map(repr, missing[:5]))}{more}")
+    if misshaped:
+        problems.append(f"mis-shaped ({len(misshaped)}): {'; '.join(misshaped[:5])}")
+    if problems:
+        raise CheckpointMismatchError("; ".join(problems))
+
+
+def index_layout(state: Any) -> Any:
+    """Turns optimizer states kept by parameter name into torch's index-keyed layout.
+
+    ``get_optimizer_state_dict`` keys the state by parameter FQN and lists FQNs in
+    ``param_groups``; ``torch.optim.Optimizer`` keys it by the parameter's position in its
+    param groups, recovered here from the groups' order. Other values (a wrapper's
+    ``"optimizer"`` entry is looked into) are returned as they are.
+    """
+    if not isinstance(state, Mapping):
+        return state
+    groups = state.get("param_groups")
+    if isinstance(groups, list) and isinstance(state.get("state"), Mapping) and any(
+        isinstance(name, str) for group in groups for name in group.get("params", ())
+    ):
+        order = [name for group in groups for name in group["params"]]
+        index = {name: i for i, name in enumerate(order)}
+        return {
+            **state,
+            "state": {index[name]: value for name, value in state["state"].items()},
+            "param_groups": [
+                {**group, "params": [index[name] for name in group["params"]]}
+                for group in groups
+            ],
+        }
+    if isinstance(state.get("optimizer"), Mapping):
+        return {**state, "optimizer": index_layout(state["optimizer"])}
+    return state
 
 
 class _ModuleShards:
@@ -92,7 +199,6 @@ def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
     taken on every rank (it may be a collective, e.g. a per-rank data position) and rank
     0's is pickled under ``_host``.
     """
-    rank = _ranks.process_rank()[0]
     state: dict[str, Any] = {}
     host: dict[str, Any] = {}
     for name, item in items.items():
@@ -101,38 +207,11 @@ def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
             state[name] = view.sharded_state_dict()
         else:
             host[name] = item.state_dict()
-    if rank == 0:
-        state[_dcp_io.HOST_KEY] = _dcp_io.host_blob(to_host(host, copy=True))
+    if get_rank() == 0:
+        buffer = io.BytesIO()
+        torch.save(to_host(host, copy=True), buffer)
+        state[HOST_KEY] = buffer.getvalue()
     return state
-
-
-def verify_files(path: str, meta: Mapping[str, Any]) -> None:
-    """Checks sizes and checksums, each rank a share of the files; raises on every rank.
-
-    Raises:
-        CorruptCheckpointError: A file is missing, truncated or altered.
-    """
-    rank, world_size = _ranks.process_rank()
-    names = sorted(meta["files"])
-    problem = None
-    for name in names[rank::world_size]:
-        file_path = os.path.join(path, name)
-        info = meta["files"][name]
-        if not os.path.isfile(file_path):
-            problem = f"{file_path!r} is missing."
-        elif os.path.getsize(file_path) != info["bytes"]:
-            problem = (f"{file_path!r} has {os.path.getsize(file_path)} bytes but "
-                       f"{_storage.META_FILE} records {info['bytes']} (truncated or altered).")
-        else:
-            algorithm = next((a for a in _storage._DIGESTS if a in info), None)
-            if algorithm is None or _storage._file_digest(file_path, algorithm) != info[algorithm]:
-                problem = (f"{file_path!r} does not match its checksum in {_storage.META_FILE} "
-                           "(altered).")
-        if problem:
-            break
-    problems = [p for p in _ranks.gather(problem) if p]
-    if problems:
-        raise CorruptCheckpointError(problems[0])
 
 
 class LoadedShards:
@@ -159,12 +238,11 @@ class LoadedShards:
         """
         view = _sharded_view(item)
         if view is None:
-            full = _dcp_io.load_full(self.path, {self.name})[self.name]
-            item.load_state_dict(_dcp_io.index_layout(full))
+            item.load_state_dict(index_layout(_load_full(self.path, {self.name})[self.name]))
             return
         template = {self.name: view.sharded_state_dict()}
         try:
-            _dcp_io.check_fits(template, self.metadata, strict=strict)
+            _check_fits(template, self.metadata, strict=strict)
         except CheckpointMismatchError as e:
             message = f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: {e}"
             keep_fresh = getattr(item, "sharded_mismatch", None)
@@ -172,7 +250,12 @@ class LoadedShards:
                 keep_fresh(message)
                 return
             raise CheckpointMismatchError(message) from None
-        _dcp_io.load_into(self.path, template, strict=strict)
+        # Every rank passes the same keys; DTensor entries receive this rank's shard of the
+        # saved tensor, resharded from however many ranks wrote it.
+        alone = get_world_size() == 1
+        with quiet_if(alone):
+            dcp.load(template, storage_reader=dcp.FileSystemReader(self.path),
+                     planner=_SafeLoadPlanner(allow_partial_load=not strict), no_dist=alone)
         if isinstance(view, _ModuleShards):
             view.load_sharded_state_dict(template[self.name], strict=strict)
         else:
@@ -183,29 +266,24 @@ class LoadedShards:
 
 
 def read_state(path: str, meta: Mapping[str, Any], *, hashes: bool) -> dict[str, Any]:
-    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint.
+    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint (every rank calls it).
 
-    Host items' states are read now (with the recorded global step checked against the
-    name); sharded items come as :class:`LoadedShards`, read when applied. Every rank calls
-    it: the hashes are checked by all ranks together.
+    Host items' states are read now; sharded items come as :class:`LoadedShards`, read
+    when applied. With ``hashes`` every rank checks a share of the files.
 
     Raises:
-        CorruptCheckpointError: A damaged file, an unreadable index, or a recorded global
-            step other than the name's.
+        CorruptCheckpointError: A damaged file or an unreadable index.
     """
     if hashes:
-        verify_files(path, meta)
-    metadata = _dcp_io.read_metadata(path)
-    state: dict[str, Any] = _dcp_io.host_state(path, metadata)
-    for name in _dcp_io.saved_items(metadata):
+        share = (get_rank(), get_world_size())
+        problem = layout.file_problem(path, meta, share=share)
+        problems = [p for p in all_gather_object(problem) if p]
+        if problems:
+            raise CorruptCheckpointError(problems[0])
+    metadata = _read_metadata(path)
+    state: dict[str, Any] = _host_state(path, metadata)
+    for name in _saved_items(metadata):
         state[name] = LoadedShards(path, name, metadata)
-    item = state.get("global_step")
-    step = item.get("value") if isinstance(item, Mapping) else None
-    number = _storage.checkpoint_number(path)
-    if type(step) is int and step != number:
-        raise CorruptCheckpointError(
-            f"{path!r} records global step {step} but is named for step {number}."
-        )
     return state
 
 
@@ -220,16 +298,15 @@ def read_full_state(path: str | os.PathLike[str], items: Any = None) -> dict[str
         items: Top-level item names to read (e.g. ``["model"]``); None reads all.
     """
     path = os.fspath(path)
-    meta = _storage.read_meta(path)
-    if not is_dcp(meta):
-        state = _storage.load_state(path)
+    if not layout.is_sharded(layout.read_meta(path)):
+        state = _direct.load_state(path)
         return state if items is None else {k: v for k, v in state.items() if k in items}
-    metadata = _dcp_io.read_metadata(path)
-    wanted = _dcp_io.saved_items(metadata) if items is None else set(items)
-    host = _dcp_io.host_state(path, metadata)
-    sharded = _dcp_io.load_full(path, wanted & _dcp_io.saved_items(metadata))
+    metadata = _read_metadata(path)
+    wanted = _saved_items(metadata) if items is None else set(items)
+    host = _host_state(path, metadata)
+    sharded = _load_full(path, wanted & _saved_items(metadata))
     state = {k: v for k, v in host.items() if items is None or k in wanted}
-    state.update({k: _dcp_io.index_layout(v) for k, v in sharded.items()})
+    state.update({k: index_layout(v) for k, v in sharded.items()})
     return state
 
 
@@ -246,15 +323,15 @@ def convert_to_single(path: str | os.PathLike[str], output_dir: str | os.PathLik
         FileExistsError: ``<output_dir>/<name>-<N>`` exists already.
     """
     path = os.fspath(path)
-    meta = _storage.verify(path)
-    if not is_dcp(meta):
-        raise ValueError(f"{path!r} is a single-file checkpoint already ({_storage.STATE_FILE}).")
+    meta = layout.verify(path, check_step=False)
+    if not layout.is_sharded(meta):
+        raise ValueError(f"{path!r} is a single-file checkpoint already ({layout.STATE_FILE}).")
     name = os.path.basename(os.path.normpath(path)).rsplit("-", 1)[0]
-    number = _storage.checkpoint_number(path)
-    target = os.path.join(os.fspath(output_dir), f"{name}-{number}")
+    number = layout.checkpoint_number(path)
+    target = layout.checkpoint_path(os.fspath(output_dir), name, number)
     if os.path.lexists(target):
         raise FileExistsError(f"{target!r} exists already; choose another output directory.")
     extra = {**(meta.get("extra") or {}), "converted_from": path}
-    return _storage.write_checkpoint(
+    return _direct.write_checkpoint(
         os.fspath(output_dir), name, number, read_full_state(path),
-        config=meta.get("config"), extra=extra, version=package_version())
+        config=meta.get("config"), extra=extra, version=layout.package_version())

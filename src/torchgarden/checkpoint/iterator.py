@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
-from torchgarden.checkpoint import _storage, selection
+from torchgarden.checkpoint import layout
 from torchgarden.checkpoint.errors import CheckpointError
 
 __all__ = ["checkpoints_iterator"]
@@ -15,17 +15,17 @@ __all__ = ["checkpoints_iterator"]
 def _is_complete(path: str) -> bool:
     """Cheap completeness check: a well-formed manifest and every file at its recorded size."""
     try:
-        meta = selection.read_manifest(path)
+        meta = layout.read_manifest(path)
     except CheckpointError:
         return False
-    return selection.sizes_match(path, meta)
+    return layout.file_problem(path, meta, hashes=False) is None
 
 
 def _wait_for_new(
     directory: str, name: str, last_number: int, deadline: float | None, poll_interval: float
 ) -> tuple[int, str] | None:
     while True:
-        found = _storage.list_checkpoints(directory, name)
+        found = layout.list_checkpoints(directory, name)
         if found and found[-1][0] > last_number and _is_complete(found[-1][1]):
             return found[-1]
         if deadline is not None and time.monotonic() + poll_interval > deadline:

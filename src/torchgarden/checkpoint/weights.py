@@ -9,13 +9,12 @@ shape.
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
-from torchgarden.checkpoint import _storage, dcp
+from torchgarden.checkpoint import _direct, dcp, layout
 from torchgarden.checkpoint.checkpoint import _list_keys, _shape
 from torchgarden.checkpoint.errors import (
     CheckpointMismatchError,
@@ -33,10 +32,10 @@ def _resolve(path: str, checkpoint_name: str) -> str:
     if os.path.isfile(path):
         return path
     if any(os.path.isfile(os.path.join(path, name))
-           for name in (_storage.STATE_FILE, _storage.META_FILE)):
+           for name in (layout.STATE_FILE, layout.META_FILE)):
         return path
     if os.path.isdir(path):
-        found = _storage.list_checkpoints(path, checkpoint_name)
+        found = layout.list_checkpoints(path, checkpoint_name)
         if found:
             return found[-1][1]
         raise FileNotFoundError(
@@ -46,28 +45,24 @@ def _resolve(path: str, checkpoint_name: str) -> str:
 
 
 def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
-    if os.path.isdir(resolved):
-        meta_path = os.path.join(resolved, _storage.META_FILE)
-        if os.path.isfile(meta_path) and dcp.is_dcp(_storage.read_meta(resolved)):
-            if verify:
-                _storage.verify(resolved)
-            state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
-        else:
-            state = _storage.load_state(resolved, verify_files=verify)
-    else:
+    if not os.path.isdir(resolved):
+        where = f"init checkpoint {resolved!r}"
         try:
-            state = torch.load(resolved, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as e:
-            raise UnsafeCheckpointError(
-                f"init checkpoint {resolved!r} holds pickled Python objects that "
-                f"torch.load(weights_only=True) refuses ({_storage.unpickling_reason(e)}); "
-                "load only checkpoints you trust, saved as plain state dicts."
-            ) from e
+            state = _direct.safe_load(resolved, where)
+        except UnsafeCheckpointError:
+            raise
         except Exception as e:
             raise CorruptCheckpointError(
-                f"init checkpoint {resolved!r} is not a readable torch checkpoint ({e}); point "
+                f"{where} is not a readable torch checkpoint ({e}); point "
                 f"task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"
             ) from e
+    elif (os.path.isfile(os.path.join(resolved, layout.META_FILE))
+          and layout.is_sharded(layout.read_meta(resolved))):
+        if verify:
+            layout.verify(resolved, check_step=False)
+        state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
+    else:
+        state = _direct.load_state(resolved, verify_files=verify)
     if isinstance(state, Mapping) and isinstance(state.get(item), Mapping):
         state = state[item]
     if not isinstance(state, Mapping):
@@ -127,19 +122,7 @@ def load_model_weights(
     resolved = _resolve(os.fspath(path), checkpoint_name)
     expected = model.state_dict()
     state = _strip_wrappers(_read_weights(resolved, item, verify), expected)
-    prefixes = list(prefixes)
-    unmatched = [p for p in prefixes if not any(k == p or k.startswith(p + ".") for k in expected)]
-    if unmatched:
-        top_level = sorted({k.split(".")[0] for k in expected})
-        raise CheckpointMismatchError(
-            f"init checkpoint prefixes {unmatched} match no weight of {type(model).__name__}; "
-            f"its top-level modules: {top_level}."
-        )
-    wanted = [
-        k
-        for k in expected
-        if not prefixes or any(k == p or k.startswith(p + ".") for p in prefixes)
-    ]
+    wanted = _wanted_keys(model, expected, list(prefixes))
     missing = [k for k in wanted if k not in state]
     misshaped = [
         f"'{k}': checkpoint {_shape(state[k])} vs model {_shape(expected[k])}"
@@ -157,6 +140,20 @@ def load_model_weights(
         raise CheckpointMismatchError("\n".join(lines))
     model.load_state_dict(_shard_like_model({k: state[k] for k in wanted}, expected), strict=False)
     return resolved
+
+
+def _wanted_keys(model: torch.nn.Module, expected: Mapping[str, Any],
+                 prefixes: list[str]) -> list[str]:
+    """The model's keys under ``prefixes`` (all without); raises on a prefix matching none."""
+    unmatched = [p for p in prefixes if not any(k == p or k.startswith(p + ".") for k in expected)]
+    if unmatched:
+        top_level = sorted({k.split(".")[0] for k in expected})
+        raise CheckpointMismatchError(
+            f"init checkpoint prefixes {unmatched} match no weight of {type(model).__name__}; "
+            f"its top-level modules: {top_level}."
+        )
+    return [k for k in expected
+            if not prefixes or any(k == p or k.startswith(p + ".") for p in prefixes)]
 
 
 def _shard_like_model(weights: dict[str, Any], expected: Mapping[str, Any]) -> dict[str, Any]:
