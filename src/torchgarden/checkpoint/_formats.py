@@ -31,8 +31,8 @@ from torchgarden.distribute.collectives import get_rank, get_world_size
 
 __all__ = ["CheckpointFormat", "Sharded", "SingleFile", "format_class"]
 
-#: Raises ``NonFiniteCheckpointError`` for a state about to be saved; with ``collective``
-#: every rank calls it with its own shards and all raise alike.
+#: ``check(state, collective=False)`` raises ``NonFiniteCheckpointError`` before ``state``
+#: is saved; with ``collective`` every rank calls it with its own shards and all raise alike.
 Check = Callable[..., None]
 
 
@@ -75,18 +75,15 @@ class CheckpointFormat:
     def write(
         self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
     ) -> str | None:
-        """Takes this rank's state of ``checkpoint`` and writes it as checkpoint ``number``.
-
-        Called on every rank that :meth:`every_rank_saves` names, after :meth:`sync`.
-        With ``enable_async`` the write goes on in the background; ``sync`` awaits it.
+        """Takes this rank's state of ``checkpoint`` and writes it as checkpoint ``number``
+        (after :meth:`sync`, on the ranks :meth:`every_rank_saves` names); with
+        ``enable_async`` the write goes on in the background.
 
         Returns:
-            The checkpoint's path on rank 0 (where it will appear, when asynchronous);
-            None on the other ranks.
+            The checkpoint's path (where it will appear) on rank 0, None on the others.
 
         Raises:
-            CheckpointWriteError: The write failed; nothing was published and the
-                checkpoints already there are intact.
+            CheckpointWriteError: The write failed; the checkpoints already there are intact.
             NonFiniteCheckpointError: From ``check``; nothing was written.
         """
         raise NotImplementedError

@@ -43,6 +43,7 @@ from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
 from torchgarden.checkpoint import _direct, layout
 from torchgarden.checkpoint._host import to_host
+from torchgarden.checkpoint.checkpoint import _key_problems
 from torchgarden.checkpoint.errors import CheckpointMismatchError, CorruptCheckpointError
 from torchgarden.distribute.collectives import all_gather_object, get_rank, get_world_size
 
@@ -121,22 +122,9 @@ def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool
     """Raises ``CheckpointMismatchError`` when keys are missing (``strict``) or tensor
     shapes differ, before anything is loaded."""
     flat, _ = flatten_state_dict(dict(template))
-    saved = metadata.state_dict_metadata
-    missing = sorted(key for key in flat if key not in saved) if strict else []
-    misshaped = [
-        f"{key!r}: checkpoint {tuple(saved[key].size)} vs here {tuple(value.shape)}"
-        for key, value in flat.items()
-        if key in saved and isinstance(value, torch.Tensor)
-        and isinstance(saved[key], TensorStorageMetadata)
-        and tuple(saved[key].size) != tuple(value.shape)
-    ]
-    problems = []
-    if missing:
-        more = f", ... and {len(missing) - 5} more" if len(missing) > 5 else ""
-        problems.append(f"missing from the checkpoint ({len(missing)}): "
-                        f"{', '.join(map(repr, missing[:5]))}{more}")
-    if misshaped:
-        problems.append(f"mis-shaped ({len(misshaped)}): {'; '.join(misshaped[:5])}")
+    saved = {key: entry.size if isinstance(entry, TensorStorageMetadata) else None
+             for key, entry in metadata.state_dict_metadata.items()}
+    problems = _key_problems(flat, saved, missing=strict)
     if problems:
         raise CheckpointMismatchError("; ".join(problems))
 

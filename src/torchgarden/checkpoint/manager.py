@@ -27,27 +27,20 @@ logger = logging.getLogger("torchgarden")
 class CheckpointManager:
     """Saves, retains, verifies and restores numbered checkpoints of a :class:`Checkpoint`.
 
-    Save rules (``save(number)``), as in TensorFlow's manager:
+    Save rules (``save(number)``), as in TensorFlow's manager: a number that already has
+    a checkpoint is skipped; with interval checking, a save happens only when ``number``
+    has reached the next multiple of ``checkpoint_interval`` after the last saved (or
+    restored) number, so checkpoints land on 1000, 2000, ... (Orbit/TF instead save the
+    first call after a fresh start and count the interval from there);
+    ``checkpoint_interval=None`` saves always. Once a checkpoint is durable, the oldest
+    beyond ``max_to_keep`` are deleted (a reader sees all of one or nothing).
 
-    * a number that already has a checkpoint is skipped;
-    * with interval checking, a save happens only when ``number`` has reached the next
-      multiple of ``checkpoint_interval`` after the last saved (or restored) number, so
-      checkpoints land on 1000, 2000, ... (Orbit/TF instead always save the first call
-      after a fresh start and then count the interval from that step);
-    * after a restore, ``last_saved`` is the restored number;
-    * ``checkpoint_interval=None`` saves always (Orbit never saves without an interval).
-
-    Each checkpoint is written to a hidden temp directory, fsynced and renamed into place,
-    so ``<name>-<N>`` is never half-written; once it is durable, the oldest beyond
-    ``max_to_keep`` are renamed away, then deleted (a reader sees all of one or nothing).
-
-    Under ``torch.distributed`` only rank 0 writes; ``save`` on another rank returns
-    None. If an item's ``state_dict()`` is a collective (``collective_state_dict =
-    True``, e.g. FSDP2 state gathered by ``torchgarden.distribute``), every rank must
-    call ``save`` together: rank 0 applies the rules above and broadcasts its decision,
-    all ranks gather, rank 0 writes. Every rank restores from the files. With
-    ``checkpoint_format="dcp"`` every rank calls ``save`` and writes its own shards
-    (``torchgarden.checkpoint.dcp``); loading reshards to the current world size.
+    Under ``torch.distributed``, rank 0 alone writes a ``"single"`` checkpoint and ``save``
+    on another rank returns None, unless an item's ``state_dict()`` is a collective
+    (``collective_state_dict = True``, e.g. FSDP2 state gathered by
+    ``torchgarden.distribute``) or the format is ``"dcp"``: then every rank calls ``save``
+    together, rank 0 decides whether it is due, and every rank gathers (rank 0 writes) or
+    writes its own shards. Every rank restores from the files; DCP reshards on load.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
@@ -67,12 +60,15 @@ class CheckpointManager:
         enable_async: Write in a background thread; ``save`` only copies the state
             to host memory. Defaults to False.
         version: The torchgarden version recorded in meta.json. Defaults to the
-            installed package version, or ``"unknown"``.
+            installed one.
         config: The resolved experiment config recorded in every meta.json unless
             ``save(config=...)`` gives another. Defaults to None.
         checkpoint_format: ``"single"`` (one ``state.pt`` written by rank 0) or ``"dcp"``
-            (each rank writes its shards with ``torch.distributed.checkpoint``). Both
-            formats are read whatever this says. Defaults to ``"single"``.
+            (each rank writes its shards with ``torch.distributed.checkpoint``); both are
+            read whatever this says. Defaults to ``"single"``.
+
+    Raises:
+        ValueError: An argument is out of range or ``checkpoint_format`` is unknown.
     """
 
     def __init__(
@@ -180,9 +176,8 @@ class CheckpointManager:
     ) -> str | None:
         """Saves a checkpoint numbered ``checkpoint_number`` unless the save rules skip it.
 
-        With ``enable_async`` this copies the state to host memory, starts the
-        write in a background thread, and returns; the previous async save is
-        waited for first.
+        With ``enable_async`` this waits for the previous save, copies the state to host
+        memory, starts the write in a background thread, and returns.
 
         Args:
             checkpoint_number: The number (the global step) in the directory name.
@@ -280,9 +275,9 @@ class CheckpointManager:
     ) -> str | None:
         """Restores the checkpoint at ``path``, or the newest one that is a resume point.
 
-        With no path, entries named ``<checkpoint_name>-<N>`` are tried newest first; one
-        that is not a resume point (``selection``) is named in one warning and skipped.
-        A ``path`` given explicitly is loaded even with non-finite parameters.
+        With no path, entries are tried newest first; one that is not a resume point
+        (``selection``) is named in one warning and skipped. A ``path`` given explicitly
+        is loaded even with non-finite parameters.
 
         Args:
             path: A checkpoint directory. Defaults to None (the newest resume point).
@@ -334,9 +329,8 @@ class CheckpointManager:
         return path, layout.read_meta(path)
 
     def _select(self, verify: bool) -> tuple[str, dict[str, Any]] | None:
-        items = self._checkpoint.items
-        return selection.select(self._directory, self._checkpoint_name, items, self._unusable,
-                                hashes=verify)
+        return selection.select(self._directory, self._checkpoint_name, self._checkpoint.items,
+                                self._unusable, hashes=verify)
 
     def _apply(self, path: str, state: dict[str, Any], *, strict: bool) -> None:
         try:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from torchgarden.checkpoint import _direct, dcp, layout
-from torchgarden.checkpoint.checkpoint import _list_keys, _shape
+from torchgarden.checkpoint.checkpoint import _key_problems
 from torchgarden.checkpoint.errors import (
     CheckpointMismatchError,
     CorruptCheckpointError,
@@ -123,21 +123,10 @@ def load_model_weights(
     expected = model.state_dict()
     state = _strip_wrappers(_read_weights(resolved, item, verify), expected)
     wanted = _wanted_keys(model, expected, list(prefixes))
-    missing = [k for k in wanted if k not in state]
-    misshaped = [
-        f"'{k}': checkpoint {_shape(state[k])} vs model {_shape(expected[k])}"
-        for k in wanted
-        if k in state and _shape(state[k]) != _shape(expected[k])
-    ]
-    if missing or misshaped:
-        lines = [f"init checkpoint {resolved!r} does not fit {type(model).__name__}:"]
-        if missing:
-            lines.append(f"  missing keys ({len(missing)}): {_list_keys(missing)}")
-        if misshaped:
-            lines.append(
-                f"  mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}"
-            )
-        raise CheckpointMismatchError("\n".join(lines))
+    problems = _key_problems({k: expected[k] for k in wanted}, state)
+    if problems:
+        title = f"init checkpoint {resolved!r} does not fit {type(model).__name__}:"
+        raise CheckpointMismatchError("\n  ".join([title, *problems]))
     model.load_state_dict(_shard_like_model({k: state[k] for k in wanted}, expected), strict=False)
     return resolved
 
