@@ -18,12 +18,8 @@ from torchgarden.checkpoint.errors import (
     UnsafeCheckpointError,
 )
 from torchgarden.checkpoint.iterator import checkpoints_iterator
-from torchgarden.checkpoint.manager import (
-    CheckpointManager,
-    checkpoint_number,
-    latest_checkpoint,
-    read_meta,
-)
+from torchgarden.checkpoint.layout import checkpoint_number, latest_checkpoint, read_meta
+from torchgarden.checkpoint.manager import CheckpointManager
 from torchgarden.checkpoint.weights import load_model_weights
 
 __all__ = [

@@ -88,9 +88,8 @@ class CheckpointFormat:
         """
         raise NotImplementedError
 
-    @property
-    def _meta_version(self) -> str:
-        return self._version if self._version is not None else layout.package_version()
+    def _meta_version(self) -> str:  # Looked up (slowly) only when a checkpoint is written.
+        return layout.package_version() if self._version is None else self._version
 
     def _path(self, number: int) -> str:
         return layout.checkpoint_path(self._directory, self._name, number)
@@ -161,7 +160,7 @@ class SingleFile(CheckpointFormat):
         os.makedirs(self._directory, exist_ok=True)  # Not a full disk when it fails: raised as is.
         try:
             path = _direct.write_checkpoint(self._directory, self._name, number, state,
-                                            config=config, extra=extra, version=self._meta_version)
+                                            config=config, extra=extra, version=self._meta_version())
         except (OSError, RuntimeError) as e:
             # torch.save reports a full disk as a RuntimeError of its zip writer.
             if isinstance(e, RuntimeError) and "inline_container" not in str(e):
@@ -203,34 +202,30 @@ class Sharded(CheckpointFormat):
         check(state, collective=True)
         if self._group is None and get_world_size() > 1:
             self._group = dist.new_group(backend="gloo")  # Collective: every rank saves.
-        group, alone = self._group, self._group is None
+        alone = self._group is None
         temp = layout.new_temp_dir(self._path(number)) if get_rank() == 0 else None
-        temp = _gather(temp, group)[0]
+        temp = _gather(temp, self._group)[0]  # Rank 0's.
         writer = tdcp.FileSystemWriter(temp)
-        if not self._enable_async:
+        if self._enable_async:
+            future, failure = None, None
+            try:  # Copies the state to host memory; the write goes on in the background.
+                future = tdcp.async_save(state, storage_writer=writer,
+                                         process_group=self._group, no_dist=alone)
+            except Exception as e:
+                failure = e
+            self._later(lambda: self._publish(number, temp, failure, future, config, extra))
+        else:
             with dcp.quiet_if(alone):
                 failure = _failure(lambda: tdcp.save(state, storage_writer=writer, no_dist=alone))
-            self._publish(number, temp, failure, config, extra)
-            return self._path(number) if get_rank() == 0 else None
-        future: Any = None
-
-        def start() -> None:
-            nonlocal future
-            future = tdcp.async_save(state, storage_writer=writer, process_group=group,
-                                     no_dist=alone)
-
-        failure = _failure(start)
-
-        def finish() -> None:
-            written = failure if failure is not None else _failure(future.result)
-            self._publish(number, temp, written, config, extra)
-
-        self._later(finish)
+            self._publish(number, temp, failure, None, config, extra)
         return self._path(number) if get_rank() == 0 else None
 
-    def _publish(self, number: int, temp: str, failure: BaseException | None, config: Any,
-                 extra: Any) -> None:
-        """Every rank hashes a share of the files, then rank 0 writes meta.json and renames."""
+    def _publish(self, number: int, temp: str, failure: BaseException | None, future: Any,
+                 config: Any, extra: Any) -> None:
+        """Waits for an async write, every rank hashes a share of the files, then rank 0
+        writes meta.json and renames."""
+        if failure is None and future is not None:
+            failure = _failure(future.result)
         rank, world_size = get_rank(), get_world_size()
         files: dict[str, Any] = {}
         if failure is None:
@@ -238,7 +233,7 @@ class Sharded(CheckpointFormat):
                 for name in sorted(os.listdir(temp))[rank::world_size]:
                     file_path = os.path.join(temp, name)
                     files[name] = layout.file_entry(layout.file_digest(file_path),
-                                                      os.path.getsize(file_path))
+                                                    os.path.getsize(file_path))
             except OSError as e:
                 failure = e
         reports = _gather(("" if failure is None else _reason(failure), files), self._group)
@@ -259,7 +254,7 @@ class Sharded(CheckpointFormat):
         if layout.METADATA_FILE not in files:
             raise OSError(f"DCP wrote no {layout.METADATA_FILE}")
         meta = layout.manifest(number, files, config=config, extra=extra,
-                                 version=self._meta_version, format=self.name,
+                                 version=self._meta_version(), format=self.name,
                                  world_size=get_world_size())
         layout.publish(temp, self._path(number), meta)
         self._on_written(self._path(number))

@@ -158,26 +158,11 @@ def index_layout(state: Any) -> Any:
     return state
 
 
-class _ModuleShards:
-    """A plain ``nn.Module`` seen as a sharded item: its ``state_dict()`` tensors."""
-
-    def __init__(self, module: nn.Module) -> None:
-        self.module = module
-
-    def sharded_state_dict(self) -> dict[str, Any]:
-        return self.module.state_dict()
-
-    def load_sharded_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
-        self.module.load_state_dict(state, strict=strict)
-
-
-def _sharded_view(item: Any) -> Any:
-    """The item as something with a sharded state, or None (a host item)."""
+def _shards(item: Any) -> Any:
+    """The item's sharded state (a plain module's ``state_dict()``), or None for a host item."""
     if callable(getattr(item, "sharded_state_dict", None)):
-        return item
-    if isinstance(item, nn.Module):
-        return _ModuleShards(item)
-    return None
+        return item.sharded_state_dict()
+    return item.state_dict() if isinstance(item, nn.Module) else None
 
 
 def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,9 +175,9 @@ def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
     state: dict[str, Any] = {}
     host: dict[str, Any] = {}
     for name, item in items.items():
-        view = _sharded_view(item)
-        if view is not None:
-            state[name] = view.sharded_state_dict()
+        shards = _shards(item)
+        if shards is not None:
+            state[name] = shards
         else:
             host[name] = item.state_dict()
     if get_rank() == 0:
@@ -224,11 +209,11 @@ class LoadedShards:
         Raises:
             CheckpointMismatchError: The item's keys or shapes differ from the checkpoint's.
         """
-        view = _sharded_view(item)
-        if view is None:
+        shards = _shards(item)
+        if shards is None:
             item.load_state_dict(index_layout(_load_full(self.path, {self.name})[self.name]))
             return
-        template = {self.name: view.sharded_state_dict()}
+        template = {self.name: shards}
         try:
             _check_fits(template, self.metadata, strict=strict)
         except CheckpointMismatchError as e:
@@ -244,10 +229,10 @@ class LoadedShards:
         with quiet_if(alone):
             dcp.load(template, storage_reader=dcp.FileSystemReader(self.path),
                      planner=_SafeLoadPlanner(allow_partial_load=not strict), no_dist=alone)
-        if isinstance(view, _ModuleShards):
-            view.load_sharded_state_dict(template[self.name], strict=strict)
+        if callable(getattr(item, "load_sharded_state_dict", None)):
+            item.load_sharded_state_dict(template[self.name])
         else:
-            view.load_sharded_state_dict(template[self.name])
+            item.load_state_dict(template[self.name], strict=strict)
 
     def __repr__(self) -> str:
         return f"LoadedShards({self.path!r}, {self.name!r})"

@@ -16,10 +16,9 @@ from typing import Any
 from torchgarden.checkpoint import _formats, layout, selection
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CheckpointMismatchError
-from torchgarden.checkpoint.layout import checkpoint_number, latest_checkpoint, read_meta
 from torchgarden.distribute.collectives import broadcast_object, is_chief
 
-__all__ = ["CheckpointManager", "checkpoint_number", "latest_checkpoint", "read_meta"]
+__all__ = ["CheckpointManager"]
 
 logger = logging.getLogger("torchgarden")
 
@@ -142,17 +141,14 @@ class CheckpointManager:
     @property
     def checkpoints(self) -> list[str]:
         """Paths of complete checkpoints, oldest (lowest number) first."""
-        return [p for _, p in self._list()]
+        found = layout.list_checkpoints(self._directory, self._checkpoint_name)
+        return [path for _, path in found if path not in self._unusable]
 
     @property
     def latest_checkpoint(self) -> str | None:
         """Path of the highest-numbered complete checkpoint, or None."""
-        found = self._list()
-        return found[-1][1] if found else None
-
-    def _list(self) -> list[tuple[int, str]]:
-        found = layout.list_checkpoints(self._directory, self._checkpoint_name)
-        return [(n, p) for n, p in found if p not in self._unusable]
+        found = self.checkpoints
+        return found[-1] if found else None
 
     @staticmethod
     def verify(path: str | os.PathLike[str]) -> None:
@@ -252,15 +248,10 @@ class CheckpointManager:
     def _apply_retention(self, keep: str) -> None:
         if self._max_to_keep < 0:
             return
-        found = self._list()
-        excess = len(found) - self._max_to_keep
-        for _, path in found:
-            if excess <= 0:
-                break
-            if path == keep:  # the checkpoint just written (and verified by hashing) stays
-                continue
+        found = self.checkpoints
+        excess = max(0, len(found) - self._max_to_keep)
+        for path in [p for p in found if p != keep][:excess]:  # The one just written stays.
             layout.remove_checkpoint(path)  # Readers see all of it or nothing.
-            excess -= 1
 
     def sync(self) -> None:
         """Waits for the pending async save; re-raises its error, if any."""
