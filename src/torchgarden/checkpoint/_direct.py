@@ -1,13 +1,11 @@
 """The single-file format: ``state.pt`` written at the disk's speed, hashed on the way
 (XXH3-128, no second read), and read back with ``torch.load(weights_only=True)``.
 
-Buffered writes of a few hundred MB followed by ``fsync`` ran at a third of what the
-disk takes with direct I/O here (the page cache writes back in small pieces).
-:class:`DirectFile` gathers what ``torch.save`` writes into two page-aligned 16 MiB
-blocks and writes each full block with ``O_DIRECT`` on a background thread while the
-next one fills; the last, partial block is padded to 4 KiB, written, and the file
-truncated to its size. Where the file system refuses ``O_DIRECT`` (tmpfs, some network
-file systems), :func:`save_hashed` falls back to buffered writes.
+Buffered writes of a few hundred MB and an ``fsync`` ran at a third of the disk's speed
+here (the page cache writes back in small pieces), so :class:`DirectFile` writes 16 MiB
+blocks with ``O_DIRECT`` on a background thread while the next one fills. Where the file
+system refuses ``O_DIRECT`` (tmpfs, some network file systems), :func:`save_hashed`
+falls back to buffered writes.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ from torchgarden.checkpoint import layout
 from torchgarden.checkpoint.errors import CorruptCheckpointError, UnsafeCheckpointError
 from torchgarden.checkpoint.layout import STATE_FILE
 
-__all__ = ["DirectFile", "direct_io_available", "load_state", "safe_load", "save_hashed",
-           "write_checkpoint"]
+__all__ = ["DirectFile", "load_state", "safe_load", "save_hashed", "write_checkpoint"]
 
 BLOCK = 16 << 20
 _ALIGN = 4096
@@ -68,10 +65,8 @@ def _write_all(fd: int, view: memoryview) -> None:
 
 
 class DirectFile:
-    """``O_DIRECT`` writes of 16 MiB blocks, double-buffered, with an XXH3-128 digest.
-
-    Args:
-        path: The file to create (truncated if it exists).
+    """``O_DIRECT`` writes of two alternating page-aligned 16 MiB blocks, with a digest; the
+    last block is padded to 4 KiB and the file truncated to its size.
 
     Raises:
         OSError: The file system refuses ``O_DIRECT`` (``EINVAL``) or the open fails.
@@ -151,12 +146,9 @@ class DirectFile:
 
 
 class _HashingFile:
-    """A buffered write-only file object for ``torch.save`` that hashes what it writes.
-
-    Every 64 MiB it asks the kernel to start writing back the pages so far
-    (``posix_fadvise(DONTNEED)`` does not wait), so the disk works while ``torch.save``
-    serialises the rest and the final fsync waits only for the tail.
-    """
+    """A buffered file object for ``torch.save`` that hashes what it writes and, every
+    64 MiB, starts the writeback of the pages so far (``posix_fadvise(DONTNEED)`` does not
+    wait): the disk works while ``torch.save`` serialises the rest."""
 
     def __init__(self, file: Any) -> None:
         self._file = file
@@ -212,11 +204,8 @@ def write_checkpoint(
     directory: str, name: str, number: int, state: dict[str, Any], *,
     config: dict[str, Any] | None, extra: dict[str, Any] | None, version: str,
 ) -> str:
-    """Writes ``state`` (on the host) as a single-file checkpoint atomically; returns its path.
-
-    Raises:
-        FileExistsError: The checkpoint directory appeared while writing.
-    """
+    """Writes ``state`` (on the host) as a single-file checkpoint atomically; returns its
+    path. Raises ``FileExistsError`` when the checkpoint appeared meanwhile."""
     final = layout.checkpoint_path(directory, name, number)
     temp = layout.new_temp_dir(final)
     published = False
@@ -231,12 +220,8 @@ def write_checkpoint(
 
 
 def safe_load(source: Any, where: str) -> Any:
-    """``torch.load(source, map_location="cpu", weights_only=True)``.
-
-    Raises:
-        UnsafeCheckpointError: ``source`` holds pickled objects weights_only refuses; the
-            message starts with ``where``.
-    """
+    """``torch.load(source, map_location="cpu", weights_only=True)``; a refusal raises
+    ``UnsafeCheckpointError`` starting with ``where``."""
     try:
         return torch.load(source, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
@@ -281,8 +266,7 @@ def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> d
 
 
 def _read_ahead(file_path: str) -> None:
-    """Starts reading the file into the page cache: one pass from disk serves both the
-    checksum and ``torch.load``."""
+    """Starts reading the file into the page cache: one pass serves checksum and load."""
     if not hasattr(os, "posix_fadvise"):
         return
     try:

@@ -119,8 +119,7 @@ def _host_state(path: str, metadata: Metadata) -> dict[str, Any]:
 
 
 def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool) -> None:
-    """Raises ``CheckpointMismatchError`` when keys are missing (``strict``) or tensor
-    shapes differ, before anything is loaded."""
+    """Raises ``CheckpointMismatchError`` before loading into a template that does not fit."""
     flat, _ = flatten_state_dict(dict(template))
     saved = {key: entry.size if isinstance(entry, TensorStorageMetadata) else None
              for key, entry in metadata.state_dict_metadata.items()}
@@ -130,13 +129,9 @@ def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool
 
 
 def index_layout(state: Any) -> Any:
-    """Turns optimizer states kept by parameter name into torch's index-keyed layout.
-
-    ``get_optimizer_state_dict`` keys the state by parameter FQN and lists FQNs in
-    ``param_groups``; ``torch.optim.Optimizer`` keys it by the parameter's position in its
-    param groups, recovered here from the groups' order. Other values (a wrapper's
-    ``"optimizer"`` entry is looked into) are returned as they are.
-    """
+    """Turns an optimizer state keyed by parameter name (``get_optimizer_state_dict``) into
+    torch's layout, keyed by position in the param groups; other values (a wrapper's
+    ``"optimizer"`` entry is looked into) are returned as they are."""
     if not isinstance(state, Mapping):
         return state
     groups = state.get("param_groups")
@@ -166,12 +161,9 @@ def _shards(item: Any) -> Any:
 
 
 def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
-    """This rank's part of a DCP checkpoint of ``items`` (every rank calls it).
-
-    Sharded items give their ``sharded_state_dict()``; the others' ``state_dict()`` is
-    taken on every rank (it may be a collective, e.g. a per-rank data position) and rank
-    0's is pickled under ``_host``.
-    """
+    """This rank's part of a DCP checkpoint of ``items`` (every rank calls it): the sharded
+    states, and rank 0's states of the other items (taken on every rank: one may be a
+    collective, e.g. a per-rank data position) pickled under ``_host``."""
     state: dict[str, Any] = {}
     host: dict[str, Any] = {}
     for name, item in items.items():
@@ -188,27 +180,17 @@ def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class LoadedShards:
-    """A sharded item's entry in a DCP checkpoint, read when it is applied to the item.
-
+    """Item ``name``'s entry in the DCP checkpoint at ``path``, read when
     ``Checkpoint.load_state_dict`` calls :meth:`apply_to` (a collective for sharded items:
-    every rank applies the same items in the same order).
-
-    Args:
-        path: The checkpoint directory.
-        name: The item's name (its top-level key in the checkpoint).
-        metadata: DCP's index of the checkpoint.
-    """
+    every rank applies the same items in the same order)."""
 
     def __init__(self, path: str, name: str, metadata: Any) -> None:
         self.path, self.name, self.metadata = path, name, metadata
 
     def apply_to(self, item: Any, *, strict: bool = True) -> None:
-        """Loads the entry into ``item``: resharded into its template when it has a
-        sharded state, else in full through its ``load_state_dict``.
-
-        Raises:
-            CheckpointMismatchError: The item's keys or shapes differ from the checkpoint's.
-        """
+        """Loads the entry into ``item``: resharded into its sharded state, else in full
+        through its ``load_state_dict``; raises ``CheckpointMismatchError`` on other keys
+        or shapes."""
         shards = _shards(item)
         if shards is None:
             item.load_state_dict(index_layout(_load_full(self.path, {self.name})[self.name]))
@@ -239,14 +221,10 @@ class LoadedShards:
 
 
 def read_state(path: str, meta: Mapping[str, Any], *, hashes: bool) -> dict[str, Any]:
-    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint (every rank calls it).
-
-    Host items' states are read now; sharded items come as :class:`LoadedShards`, read
-    when applied. With ``hashes`` every rank checks a share of the files.
-
-    Raises:
-        CorruptCheckpointError: A damaged file or an unreadable index.
-    """
+    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint (every rank calls
+    it): host items' states, and :class:`LoadedShards` for the others. With ``hashes``
+    every rank checks a share of the files; a damaged one raises
+    ``CorruptCheckpointError`` on every rank."""
     if hashes:
         share = (get_rank(), get_world_size())
         problem = layout.file_problem(path, meta, share=share)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -137,15 +138,12 @@ def is_sharded(meta: Mapping[str, Any]) -> bool:
 
 
 def read_manifest(path: str | os.PathLike[str], *, check_step: bool = True) -> dict[str, Any]:
-    """:func:`read_meta`, then checks the manifest's structure and its step.
-
-    Args:
-        path: The checkpoint directory.
-        check_step: Require the recorded step to be the ``N`` of the name. Defaults to True.
+    """:func:`read_meta`, then checks the manifest's structure and (with ``check_step``)
+    that it records the step ``N`` of the name ``<name>-<N>``.
 
     Raises:
-        CorruptCheckpointError: ``path`` is not a directory, ``meta.json`` is missing,
-            unreadable or malformed, or records another step than the name's.
+        CorruptCheckpointError: ``path`` is not a directory, or ``meta.json`` is missing,
+            unreadable, malformed or records another step.
         CheckpointFormatError: The checkpoint was written in a newer format.
     """
     path = os.fspath(path)
@@ -188,11 +186,8 @@ def file_entry(checksum: str, size: int) -> dict[str, Any]:
 
 
 def file_digest(path: str, algorithm: str = "xxh3_128") -> str:
-    """The file's hex digest, read in 16 MiB blocks into one reused buffer.
-
-    ``readinto`` waits for the disk without the GIL, so a ``torch.load`` of the same file
-    on another thread reads alongside.
-    """
+    """The file's hex digest, read in 16 MiB blocks into one buffer (``readinto`` waits
+    without the GIL, so a ``torch.load`` of the file on another thread reads alongside)."""
     digest = _DIGESTS[algorithm]()
     view = memoryview(bytearray(_CHUNK))
     with open(path, "rb", buffering=0) as f:
@@ -204,14 +199,12 @@ def file_digest(path: str, algorithm: str = "xxh3_128") -> str:
 def file_problem(
     path: str, meta: Mapping[str, Any], *, hashes: bool = True, share: tuple[int, int] = (0, 1)
 ) -> str | None:
-    """What is wrong with the first bad file a manifest lists, or None.
+    """What is wrong with the first bad file of a read manifest, or None.
 
     Args:
-        path: The checkpoint directory.
-        meta: Its manifest, as :func:`read_manifest` returns it.
         hashes: Check checksums too, not only sizes. Defaults to True.
-        share: ``(rank, world_size)``: check every ``world_size``-th file from ``rank``
-            on, so that ranks verify a sharded checkpoint together. Defaults to all files.
+        share: ``(rank, world_size)``: check every ``world_size``-th file from ``rank`` on,
+            as ranks verify a sharded checkpoint together. Defaults to all files.
     """
     rank, world_size = share
     for name in sorted(meta["files"])[rank::world_size]:
@@ -257,9 +250,7 @@ def problem(path: str) -> str | None:
 def package_version() -> str:
     """The installed torchgarden version, or ``"unknown"``."""
     try:
-        from importlib.metadata import version
-
-        return version("torchgarden")
+        return importlib.metadata.version("torchgarden")
     except Exception:
         return "unknown"
 
@@ -302,11 +293,8 @@ def release_temp_dir(temp: str, *, remove: bool) -> None:
 
 
 def publish(temp: str, final: str, meta: dict[str, Any]) -> None:
-    """Writes meta.json last into the complete ``temp``, fsyncs it and renames it to ``final``.
-
-    Raises:
-        FileExistsError: ``final`` appeared while writing.
-    """
+    """Writes meta.json last into the complete ``temp``, fsyncs it and renames it to
+    ``final``; raises ``FileExistsError`` when ``final`` appeared meanwhile."""
     with open(os.path.join(temp, META_FILE), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2, default=str)
         f.write("\n")
@@ -329,12 +317,8 @@ def set_aside(path: str) -> str:
 
 
 def remove_checkpoint(path: str) -> None:
-    """Deletes a checkpoint directory so that no reader ever sees it half deleted.
-
-    It is renamed to a hidden temp name first (which :func:`clean_stale_temp_dirs`
-    removes should this process die before the delete ends): a concurrent reader (an
-    evaluator following the directory) finds the whole checkpoint or none of it.
-    """
+    """Deletes a checkpoint directory after renaming it to a hidden temp name: a reader
+    (an evaluator following the directory) finds all of it or none of it."""
     hidden = temp_path_for(path)
     try:
         os.rename(path, hidden)

@@ -1,9 +1,8 @@
 """``load_model_weights``: initialise a model (or some of its modules) from a checkpoint.
 
-Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``: only model
-weights are read, optionally restricted to module-name prefixes
-(``["backbone"]``), and every requested weight must be present with the same
-shape.
+Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``: only model weights are
+read, optionally restricted to module-name prefixes (``["backbone"]``), and every
+requested weight must be present with the same shape.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from torchgarden.checkpoint.errors import (
     CorruptCheckpointError,
     UnsafeCheckpointError,
 )
+from torchgarden.distribute.sharding import shard_like
 
 __all__ = ["load_model_weights"]
 
@@ -29,15 +29,13 @@ _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def _resolve(path: str, checkpoint_name: str) -> str:
-    if os.path.isfile(path):
-        return path
-    if any(os.path.isfile(os.path.join(path, name))
-           for name in (layout.STATE_FILE, layout.META_FILE)):
+    if os.path.isfile(path) or any(os.path.isfile(os.path.join(path, name))
+                                   for name in (layout.STATE_FILE, layout.META_FILE)):
         return path
     if os.path.isdir(path):
-        found = layout.list_checkpoints(path, checkpoint_name)
+        found = layout.latest_checkpoint(path, checkpoint_name)
         if found:
-            return found[-1][1]
+            return found
         raise FileNotFoundError(
             f"init checkpoint directory {path!r} has no '{checkpoint_name}-<N>' checkpoint."
         )
@@ -74,12 +72,9 @@ def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
 
 def _strip_wrappers(state: Mapping[str, Any], expected: Mapping[str, Any]) -> Mapping[str, Any]:
     for prefix in _WRAPPER_PREFIXES:
-        if (
-            state
-            and all(k.startswith(prefix) for k in state)
-            and not any(k.startswith(prefix) for k in expected)
-        ):
-            state = {k[len(prefix) :]: v for k, v in state.items()}
+        if state and all(k.startswith(prefix) for k in state) and not any(
+                k.startswith(prefix) for k in expected):
+            state = {k[len(prefix):]: v for k, v in state.items()}
     return state
 
 
@@ -109,7 +104,7 @@ def load_model_weights(
         item: The checkpoint item holding the model weights. Defaults to ``"model"``.
         checkpoint_name: The name prefix when ``path`` is a directory of checkpoints.
             Defaults to ``"ckpt"``.
-        verify: Check sizes and sha256 sums of a checkpoint directory. Defaults to True.
+        verify: Check sizes and checksums of a checkpoint directory. Defaults to True.
 
     Returns:
         The checkpoint directory or file the weights came from.
@@ -127,7 +122,10 @@ def load_model_weights(
     if problems:
         title = f"init checkpoint {resolved!r} does not fit {type(model).__name__}:"
         raise CheckpointMismatchError("\n  ".join([title, *problems]))
-    model.load_state_dict(_shard_like_model({k: state[k] for k in wanted}, expected), strict=False)
+    weights = {k: state[k] for k in wanted}
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        weights = shard_like(weights, expected)  # Full tensors into an FSDP2 model's shards.
+    model.load_state_dict(weights, strict=False)
     return resolved
 
 
@@ -143,19 +141,3 @@ def _wanted_keys(model: torch.nn.Module, expected: Mapping[str, Any],
         )
     return [k for k in expected
             if not prefixes or any(k == p or k.startswith(p + ".") for p in prefixes)]
-
-
-def _shard_like_model(weights: dict[str, Any], expected: Mapping[str, Any]) -> dict[str, Any]:
-    """Cuts full tensors into the shards of an FSDP2 model's ``DTensor`` weights."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return weights
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    for key, target in expected.items():
-        if key in weights and isinstance(target, DTensor):
-            full = weights[key].to(device=target.device, dtype=target.dtype)
-            # src_data_rank=None: every rank cuts its shard from its own copy.
-            weights[key] = distribute_tensor(
-                full, target.device_mesh, target.placements, src_data_rank=None
-            )
-    return weights
