@@ -1,14 +1,7 @@
-"""How a checkpoint reaches the disk: one object per format, chosen once by its name.
+"""How a checkpoint reaches the disk: one object per format, looked up once by its name.
 
 ``CheckpointManager`` applies the save rules, then hands the write to its format, which
-knows which ranks take part and how they write, inline or on a background thread:
-
-* :class:`SingleFile` (``"single"``): rank 0 writes one ``state.pt``. When an item's
-  ``state_dict()`` is a collective (``collective_state_dict = True``: the FSDP2 full-state
-  items of ``torchgarden.distribute``) every rank takes the state and rank 0 writes it.
-* :class:`Sharded` (``"dcp"``): every rank writes its shards with
-  ``torch.distributed.checkpoint``; rank 0 publishes the directory once every rank has
-  written and hashed its share of the files.
+knows which ranks take part and how they write, inline or on a background thread.
 """
 
 from __future__ import annotations
@@ -40,14 +33,11 @@ class CheckpointFormat:
     """Writes the numbered checkpoints of one manager in one format.
 
     Args:
-        directory: Where checkpoints are written (created on the first write).
-        checkpoint_name: The directory-name prefix.
+        directory, checkpoint_name, enable_async, version: As for ``CheckpointManager``.
         on_written: Called with each checkpoint's path once it is durable (on the writing
             rank and thread), e.g. to apply retention.
         resume_from: Returns the checkpoint a rerun would resume from, or None; named in
             the message of a failed write.
-        enable_async: Write on a background thread. Defaults to False.
-        version: The torchgarden version meta.json records. Defaults to the installed one.
     """
 
     #: The ``checkpoint_format`` naming this format.
@@ -125,7 +115,9 @@ class CheckpointFormat:
 
 
 class SingleFile(CheckpointFormat):
-    """One ``state.pt``, written by rank 0."""
+    """``"single"``: rank 0 writes one ``state.pt``. When an item's ``state_dict()`` is a
+    collective (``collective_state_dict = True``: the FSDP2 full-state items of
+    ``torchgarden.distribute``) every rank takes the state and rank 0 writes it."""
 
     name = layout.SINGLE
 
@@ -175,7 +167,7 @@ class SingleFile(CheckpointFormat):
 
 
 class Sharded(CheckpointFormat):
-    """Each rank's shards written with ``torch.distributed.checkpoint``.
+    """``"dcp"``: every rank writes its shards with ``torch.distributed.checkpoint``.
 
     A save goes: rank 0 makes the hidden temp directory and tells the others; each rank
     writes its shards there (DCP's coordinator writes ``.metadata`` last); each rank

@@ -18,21 +18,17 @@ _PRIMITIVES = frozenset(
 
 
 def _is_safe_global(cls: type) -> bool:
-    for entry in torch.serialization.get_safe_globals():
-        if entry is cls or (isinstance(entry, tuple) and entry[0] is cls):
-            return True
-    return False
+    return any(entry is cls or (isinstance(entry, tuple) and entry[0] is cls)
+               for entry in torch.serialization.get_safe_globals())
 
 
 class HostStaging:
-    """Host buffers reused by every asynchronous save of one writer.
+    """Host buffers reused by every asynchronous save of one writer (the owner must not
+    stage a new state while a write still reads the previous one).
 
-    Copying a state into memory already mapped costs one memcpy; a fresh clone of a
-    few hundred MB also page-faults every page in, which took 4-5x longer here. CPU
-    copies are queued and done by :meth:`finish` in 16 MiB pieces on a few threads
-    (``copy_`` releases the GIL), so the stall uses the memory bandwidth of more than
-    one core. The owner must not stage a new state while a write still reads the
-    previous one.
+    Copying into memory already mapped costs one memcpy; a fresh clone of a few hundred
+    MB also page-faults every page in, 4-5x slower here. CPU copies are queued and done by
+    :meth:`finish` in 16 MiB pieces on a few threads (``copy_`` releases the GIL).
     """
 
     _PIECE = 4 << 20  # Elements (16 MiB of float32) per copy task.

@@ -81,10 +81,9 @@ def _lookup(logs: Mapping[str, Any], metric_name: str) -> Any:
 class BestCheckpointExporter:
     """Exports the checkpoint with the best value of one eval metric.
 
-    Call :meth:`maybe_export_checkpoint` after every evaluation. The first
-    evaluation is always the best; later ones replace it only when strictly
-    better. ``info.json`` is reloaded at construction, so "best so far" survives
-    restarts.
+    Call :meth:`maybe_export_checkpoint` after every evaluation. The first evaluation is
+    always the best; later ones replace it only when strictly better. ``info.json`` is
+    reloaded at construction, so "best so far" survives restarts.
 
     Example:
         >>> exporter = BestCheckpointExporter(model_dir / "best_ckpt", "coco|AP", "higher")
@@ -177,8 +176,7 @@ class BestCheckpointExporter:
     @property
     def best_ckpt_path(self) -> str | None:
         """Path of the exported best checkpoint, or None."""
-        found = layout.list_checkpoints(self._export_dir, "best_ckpt")
-        return found[-1][1] if found else None
+        return layout.latest_checkpoint(self._export_dir, "best_ckpt")
 
     @property
     def best_metric_value(self) -> float | None:
@@ -186,14 +184,6 @@ class BestCheckpointExporter:
         if self._best_ckpt_logs is None:
             return None
         return float(_lookup(self._best_ckpt_logs, self._metric_name))
-
-    def _is_better(self, value: float) -> bool:
-        best = self.best_metric_value
-        if best is None or math.isnan(best):
-            return True
-        if self._metric_comp == "higher":
-            return value > best
-        return value < best
 
     def maybe_export_checkpoint(
         self,
@@ -205,8 +195,8 @@ class BestCheckpointExporter:
     ) -> bool:
         """Exports ``checkpoint`` as ``best_ckpt-<global_step>`` if ``eval_logs`` is the best so far.
 
-        The new checkpoint is made durable (and the previous best deleted)
-        before ``info.json`` is replaced atomically.
+        The new checkpoint is durable (and the previous best deleted) before ``info.json``
+        is replaced atomically.
 
         Args:
             checkpoint: The objects to export.
@@ -230,8 +220,11 @@ class BestCheckpointExporter:
             )
         if math.isnan(value):  # Weights that evaluate to NaN are never the best.
             return False
-        if not self._is_better(value):
-            return False
+        best = self.best_metric_value
+        if best is not None and not math.isnan(best):
+            better = value > best if self._metric_comp == "higher" else value < best
+            if not better:
+                return False
         step = int(global_step)
         if self._manager is None or self._manager.checkpoint is not checkpoint:
             self._manager = CheckpointManager(

@@ -19,9 +19,7 @@ from torchgarden.checkpoint.errors import CheckpointError, CheckpointMismatchErr
 __all__ = ["Checkpoint", "Value"]
 
 _MAX_LISTED_KEYS = 5
-_RESERVED_NAMES = frozenset(
-    {"add", "items", "load_state_dict", "names", "snapshot", "state_dict"}
-)
+_RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "snapshot", "state_dict"})
 
 
 class Value:
@@ -82,12 +80,6 @@ class _DictItem:
         self.target.update(state_dict)
 
 
-def _is_stateful(obj: Any) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(
-        getattr(obj, "load_state_dict", None)
-    )
-
-
 def _wrap(name: str, item: Any) -> Any:
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         raise ValueError(
@@ -98,7 +90,8 @@ def _wrap(name: str, item: Any) -> Any:
             f"checkpoint item name {name!r} is reserved (a Checkpoint method); "
             f"pick another, e.g. {name + '_'!r}."
         )
-    if _is_stateful(item):
+    if callable(getattr(item, "state_dict", None)) and callable(
+            getattr(item, "load_state_dict", None)):
         return item
     if isinstance(item, dict):
         return _DictItem(item)
@@ -240,6 +233,27 @@ class Checkpoint:
             CheckpointMismatchError: Items or module keys do not match; the
                 message lists missing, unexpected and mis-shaped keys.
         """
+        self._check_fits(state_dict, strict)
+        for name, item in self._items.items():
+            if name not in state_dict:
+                continue
+            # An entry read lazily (a sharded checkpoint's tensors) applies itself.
+            apply_to = getattr(state_dict[name], "apply_to", None)
+            try:
+                if apply_to is not None:
+                    apply_to(item, strict=strict)
+                elif isinstance(item, torch.nn.Module):
+                    item.load_state_dict(state_dict[name], strict=strict)
+                else:
+                    item.load_state_dict(state_dict[name])
+            except CheckpointError:
+                raise
+            except (RuntimeError, ValueError, KeyError, TypeError) as e:
+                raise CheckpointMismatchError(
+                    f"restoring item '{name}' ({type(item).__name__}) failed: {e}"
+                ) from e
+
+    def _check_fits(self, state_dict: Mapping[str, Any], strict: bool) -> None:
         problems = []
         skippable = False
         # Items in the file that this Checkpoint does not track (an evaluation job
@@ -265,24 +279,6 @@ class Checkpoint:
             raise CheckpointMismatchError(
                 "checkpoint does not match" + hint + ":\n" + "\n".join(problems)
             )
-        for name, item in self._items.items():
-            if name not in state_dict:
-                continue
-            # An entry read lazily (a sharded checkpoint's tensors) applies itself.
-            apply_to = getattr(state_dict[name], "apply_to", None)
-            try:
-                if apply_to is not None:
-                    apply_to(item, strict=strict)
-                elif isinstance(item, torch.nn.Module):
-                    item.load_state_dict(state_dict[name], strict=strict)
-                else:
-                    item.load_state_dict(state_dict[name])
-            except CheckpointError:
-                raise
-            except (RuntimeError, ValueError, KeyError, TypeError) as e:
-                raise CheckpointMismatchError(
-                    f"restoring item '{name}' ({type(item).__name__}) failed: {e}"
-                ) from e
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={type(i).__name__}" for n, i in self._items.items())

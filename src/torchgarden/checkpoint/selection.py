@@ -119,13 +119,10 @@ def select(
 def read_state(
     path: str, items: Mapping[str, Any], *, hashes: bool, finite: bool
 ) -> dict[str, Any]:
-    """Checks the manifest (and checksums), loads the state and checks its contents.
-
-    A sharded (DCP) checkpoint's checksums are checked by every rank together, and its
-    sharded items come as ``dcp.LoadedShards`` that read their tensors when applied.
+    """Checks the manifest (and checksums), loads the state and checks its contents (a
+    sharded checkpoint's items come as ``dcp.LoadedShards``, read when applied).
 
     Args:
-        path: The checkpoint directory.
         items: The checkpoint's items, whose module parameters must be finite.
         hashes: Check sizes and checksums (else only the manifest).
         finite: Raise on non-finite parameters (else only warn).
