@@ -290,6 +290,5 @@ def _load_state(file_path: str) -> dict[str, Any]:
             f"{file_path!r} is unreadable: {type(e).__name__}: {first_line}") from e
     if not isinstance(state, dict):
         raise CorruptCheckpointError(
-            f"{file_path!r} holds a {type(state).__name__}, expected a dict of item states."
-        )
+            f"{file_path!r} holds a {type(state).__name__}, expected a dict of item states.")
     return state

@@ -66,11 +66,8 @@ class CheckpointFormat:
         self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
     ) -> str | None:
         """Takes this rank's state of ``checkpoint`` and writes it as checkpoint ``number``
-        (after :meth:`sync`, on the ranks :meth:`every_rank_saves` names); with
-        ``enable_async`` the write goes on in the background.
-
-        Returns:
-            The checkpoint's path (where it will appear) on rank 0, None on the others.
+        (after :meth:`sync`, on the ranks :meth:`every_rank_saves` names); returns its path
+        (where it will appear) on rank 0, None elsewhere.
 
         Raises:
             CheckpointWriteError: The write failed; the checkpoints already there are intact.
@@ -169,20 +166,15 @@ class SingleFile(CheckpointFormat):
 class Sharded(CheckpointFormat):
     """``"dcp"``: every rank writes its shards with ``torch.distributed.checkpoint``.
 
-    A save goes: rank 0 makes the hidden temp directory and tells the others; each rank
-    writes its shards there (DCP's coordinator writes ``.metadata`` last); each rank
-    hashes a share of the files; rank 0 writes meta.json and renames the directory into
-    place. A rank killed before then leaves only the temp directory (removed by a later
-    save). With ``enable_async`` the state is copied to host memory and the rest runs on
-    a background thread whose collectives use their own gloo process group.
+    Rank 0 makes the temp directory; each rank writes its shards there and hashes a share
+    of the files; rank 0 writes meta.json and renames. A rank killed before then leaves
+    only the temp directory. With ``enable_async`` the state is copied to host memory and
+    the rest runs on a background thread whose collectives use their own gloo group.
     """
 
     name = layout.SHARDED
     _THREAD = "dcp-writer"
-
-    def __init__(self, directory: str, checkpoint_name: str, **kwargs: Any) -> None:
-        super().__init__(directory, checkpoint_name, **kwargs)
-        self._group: Any = None
+    _group: Any = None  # A gloo group for the publishing collectives, made at the first save.
 
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
         return True
@@ -254,9 +246,8 @@ class Sharded(CheckpointFormat):
     def close(self) -> None:
         """Waits for a pending write, stops the writer thread and releases the gloo group.
 
-        A gloo group's threads end only when its last reference goes: left to the
-        interpreter's exit, that can happen while the process is being torn down, which
-        aborts it (seen as SIGABRT after a clean preemption). Every rank closes its writer.
+        A gloo group's threads end only when its last reference goes: at the interpreter's
+        exit, that aborts the process (SIGABRT after a clean preemption).
         """
         try:
             super().close()
@@ -270,11 +261,7 @@ _FORMATS: dict[str, type[CheckpointFormat]] = {SingleFile.name: SingleFile, Shar
 
 
 def format_class(name: str) -> type[CheckpointFormat]:
-    """The format ``CheckpointManager(checkpoint_format=name)`` writes.
-
-    Raises:
-        ValueError: ``name`` is neither ``"single"`` nor ``"dcp"``.
-    """
+    """The format named ``name``; raises ``ValueError`` unless it is "single" or "dcp"."""
     if not isinstance(name, str) or name not in _FORMATS:
         raise ValueError(f"checkpoint_format must be 'single' or 'dcp', got {name!r}.")
     return _FORMATS[name]

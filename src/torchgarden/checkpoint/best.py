@@ -48,14 +48,9 @@ def _scalar_logs(logs: Mapping[str, Any]) -> dict[str, Any]:
     """Keeps the scalar leaves of nested logs as floats; drops images, strings, arrays."""
     kept: dict[str, Any] = {}
     for key, value in logs.items():
-        if isinstance(value, Mapping):
-            nested = _scalar_logs(value)
-            if nested:
-                kept[str(key)] = nested
-        else:
-            number = _scalar(value)
-            if number is not None:
-                kept[str(key)] = number
+        leaf = _scalar_logs(value) if isinstance(value, Mapping) else _scalar(value)
+        if leaf is not None and leaf != {}:
+            kept[str(key)] = leaf
     return kept
 
 
@@ -71,8 +66,7 @@ def _lookup(logs: Mapping[str, Any], metric_name: str) -> Any:
             where = "|".join(walked) or "<top level>"
             raise KeyError(
                 f"metric {metric_name!r}: path not found while traversing the eval logs: "
-                f"no key {part!r} under {where}; available keys: {available}."
-            )
+                f"no key {part!r} under {where}; available keys: {available}.")
         walked.append(part)
         node = node[part]
     return node
@@ -109,8 +103,7 @@ class BestCheckpointExporter:
     ) -> None:
         if metric_comp not in ("higher", "lower"):
             raise ValueError(
-                f"best checkpoint metric comp must be one of higher, lower. Got: {metric_comp}"
-            )
+                f"best checkpoint metric comp must be one of higher, lower. Got: {metric_comp}")
         if not metric_name:
             raise ValueError("metric_name must be a non-empty eval-log key, got ''.")
         self._export_dir = os.fspath(export_dir)
@@ -139,8 +132,7 @@ class BestCheckpointExporter:
         if value is None:
             raise CorruptCheckpointError(
                 f"{path!r} records no best {self._metric_name!r} (was another metric "
-                f"exported there?); {fix}, or export to another subdirectory."
-            )
+                f"exported there?); {fix}, or export to another subdirectory.")
         return info
 
     @property
@@ -186,11 +178,7 @@ class BestCheckpointExporter:
         return float(_lookup(self._best_ckpt_logs, self._metric_name))
 
     def maybe_export_checkpoint(
-        self,
-        checkpoint: Checkpoint,
-        eval_logs: Mapping[str, Any],
-        global_step: int,
-        *,
+        self, checkpoint: Checkpoint, eval_logs: Mapping[str, Any], global_step: int, *,
         config: dict[str, Any] | None = None,
     ) -> bool:
         """Exports ``checkpoint`` as ``best_ckpt-<global_step>`` if ``eval_logs`` is the best so far.
@@ -216,8 +204,7 @@ class BestCheckpointExporter:
         value = _scalar(raw)
         if value is None:
             raise ValueError(
-                f"metric {self._metric_name!r} must be a scalar, got {type(raw).__name__}."
-            )
+                f"metric {self._metric_name!r} must be a scalar, got {type(raw).__name__}.")
         if math.isnan(value):  # Weights that evaluate to NaN are never the best.
             return False
         best = self.best_metric_value
@@ -240,7 +227,5 @@ class BestCheckpointExporter:
         return True
 
     def __repr__(self) -> str:
-        return (
-            f"BestCheckpointExporter(export_dir={self._export_dir!r}, "
-            f"metric_name={self._metric_name!r}, metric_comp={self._metric_comp!r})"
-        )
+        return (f"BestCheckpointExporter(export_dir={self._export_dir!r}, "
+                f"metric_name={self._metric_name!r}, metric_comp={self._metric_comp!r})")

@@ -55,8 +55,7 @@ class Value:
             if self.value.shape != new.shape:
                 raise ValueError(
                     f"Value holds a tensor of shape {tuple(self.value.shape)}, the checkpoint "
-                    f"has shape {tuple(new.shape)}."
-                )
+                    f"has shape {tuple(new.shape)}.")
             with torch.no_grad():
                 self.value.copy_(new)
         else:
@@ -83,13 +82,11 @@ class _DictItem:
 def _wrap(name: str, item: Any) -> Any:
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         raise ValueError(
-            f"checkpoint item names must be identifiers not starting with '_', got {name!r}."
-        )
+            f"checkpoint item names must be identifiers not starting with '_', got {name!r}.")
     if name in _RESERVED_NAMES:
         raise ValueError(
             f"checkpoint item name {name!r} is reserved (a Checkpoint method); "
-            f"pick another, e.g. {name + '_'!r}."
-        )
+            f"pick another, e.g. {name + '_'!r}.")
     if callable(getattr(item, "state_dict", None)) and callable(
             getattr(item, "load_state_dict", None)):
         return item
@@ -277,8 +274,7 @@ class Checkpoint:
         if problems:
             hint = " (pass strict=False to skip missing/unexpected keys)" if skippable else ""
             raise CheckpointMismatchError(
-                "checkpoint does not match" + hint + ":\n" + "\n".join(problems)
-            )
+                "checkpoint does not match" + hint + ":\n" + "\n".join(problems))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={type(i).__name__}" for n, i in self._items.items())

@@ -1,23 +1,14 @@
 """The sharded checkpoint format (``checkpoint_format="dcp"``): ``torch.distributed.checkpoint``.
 
-Every rank writes its own shards, so no process ever holds the whole state: saving an
-FSDP2 model costs each rank its shard, not rank 0 the full model. The layout and its
-guarantees are the single-file format's (``layout``): the directory appears only once
-every rank has written, and meta.json lists every file.
+Every rank writes its own shards (``_formats.Sharded``), so no process holds the whole
+state. An item with ``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the
+``torchgarden.distribute`` items of an FSDP2 model, optimizer and EMA) or an ``nn.Module``
+is written by the ranks that hold its tensors; any other item (global step, RNG states,
+the data position) is rank 0's state pickled into one ``_host`` entry.
 
-What goes where, item by item (``Checkpoint.items``):
-
-* an item with ``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the
-  ``torchgarden.distribute`` items of an FSDP2 model, optimizer and EMA) or an
-  ``nn.Module``: its tensors, written by the rank that holds them;
-* any other item (global step, RNG states, the data position, callbacks): the state rank 0
-  holds, pickled into one ``_host`` entry.
-
-Loading reshards: a checkpoint written by 2 ranks resumes at 1, 2 or 4, and an item saved
-sharded is read in full by an item that has no sharded state (a plain optimizer of one
-process gets torch's index-keyed layout back). DCP's planners unpickle non-tensor leaves
-with ``weights_only=False``; the planners here use ``weights_only=True``, so a DCP
-checkpoint is as safe to read as a ``state.pt``.
+Loading reshards (2 ranks' checkpoint resumes at 1, 2 or 4), and an item saved sharded is
+read in full by an item without a sharded state (a plain optimizer gets torch's layout).
+The planners here unpickle non-tensor leaves with ``weights_only=True`` (DCP's own do not).
 """
 
 from __future__ import annotations

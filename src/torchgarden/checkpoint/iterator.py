@@ -34,13 +34,9 @@ def _wait_for_new(
 
 
 def checkpoints_iterator(
-    directory: str | os.PathLike[str],
-    *,
-    timeout: float | None = None,
-    timeout_fn: Callable[[], bool] | None = None,
-    min_interval_secs: float = 0,
-    poll_interval: float = 1.0,
-    checkpoint_name: str = "ckpt",
+    directory: str | os.PathLike[str], *, timeout: float | None = None,
+    timeout_fn: Callable[[], bool] | None = None, min_interval_secs: float = 0,
+    poll_interval: float = 1.0, checkpoint_name: str = "ckpt",
 ) -> Iterator[str]:
     """Yields the path of each new complete checkpoint as it appears (``tf.train`` semantics).
 
@@ -68,14 +64,13 @@ def checkpoints_iterator(
         deadline = None if timeout is None else time.monotonic() + timeout
         found = _wait_for_new(directory, checkpoint_name, last_number, deadline, poll_interval)
         if found is None:
-            if timeout_fn is None or timeout_fn():
-                # The writer may have saved its last checkpoint just after the scan above
-                # and then signalled the end: one more scan, so it is never missed.
-                found = _wait_for_new(directory, checkpoint_name, last_number, 0.0, 0.0)
-                if found is None:
-                    return
-            else:
+            if timeout_fn is not None and not timeout_fn():
                 continue
+            # The writer may have saved its last checkpoint just after the scan above and
+            # then signalled the end: one more scan, so it is never missed.
+            found = _wait_for_new(directory, checkpoint_name, last_number, 0.0, 0.0)
+            if found is None:
+                return
         started = time.monotonic()
         last_number = found[0]
         yield found[1]

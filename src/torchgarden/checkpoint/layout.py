@@ -60,11 +60,7 @@ def checkpoint_path(directory: str, name: str, number: int) -> str:
 
 
 def checkpoint_number(path: str | os.PathLike[str]) -> int:
-    """Returns the number ``N`` of a checkpoint path ending in ``-<N>``.
-
-    Raises:
-        ValueError: The path does not end in ``-<digits>``.
-    """
+    """Returns the number ``N`` of a checkpoint path ending in ``-<N>`` (else ValueError)."""
     base = os.path.basename(os.path.normpath(os.fspath(path)))
     match = re.search(r"-(\d+)$", base)
     if match is None:
@@ -72,18 +68,19 @@ def checkpoint_number(path: str | os.PathLike[str]) -> int:
     return int(match.group(1))
 
 
-def entries(directory: str, name: str) -> list[tuple[int, str]]:
-    """``(N, path)`` of every entry named ``<name>-<N>`` (complete or not), oldest first."""
-    pattern = re.compile(rf"^{re.escape(name)}-(\d+)$")
+def _scan(directory: str, pattern: str) -> list[tuple[re.Match[str], os.DirEntry[str]]]:
+    """The entries of ``directory`` whose whole name matches ``pattern`` (none if absent)."""
     try:
-        found = [
-            (int(match.group(1)), entry.path)
-            for entry in os.scandir(directory)
-            if (match := pattern.match(entry.name))
-        ]
+        return [(match, entry) for entry in os.scandir(directory)
+                if (match := re.fullmatch(pattern, entry.name))]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(found)
+
+
+def entries(directory: str, name: str) -> list[tuple[int, str]]:
+    """``(N, path)`` of every entry named ``<name>-<N>`` (complete or not), oldest first."""
+    return sorted((int(match.group(1)), entry.path)
+                  for match, entry in _scan(directory, rf"{re.escape(name)}-(\d+)"))
 
 
 def list_checkpoints(directory: str, name: str) -> list[tuple[int, str]]:
@@ -127,8 +124,7 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     if meta["format_version"] > FORMAT_VERSION:
         raise CheckpointFormatError(
             f"checkpoint {os.fspath(path)!r} was written by a newer torchgarden (format "
-            f"{meta['format_version']} > {FORMAT_VERSION}); upgrade torchgarden."
-        )
+            f"{meta['format_version']} > {FORMAT_VERSION}); upgrade torchgarden.")
     return meta
 
 
@@ -155,8 +151,7 @@ def read_manifest(path: str | os.PathLike[str], *, check_step: bool = True) -> d
     if kind not in _REQUIRED_FILE:
         raise CheckpointFormatError(
             f"{meta_path!r} records format {kind!r}; this torchgarden reads "
-            f"{' and '.join(map(repr, _REQUIRED_FILE))}: upgrade torchgarden."
-        )
+            f"{' and '.join(map(repr, _REQUIRED_FILE))}: upgrade torchgarden.")
     files = meta.get("files")
     if not isinstance(files, dict) or _REQUIRED_FILE[kind] not in files:
         raise CorruptCheckpointError(
@@ -168,15 +163,13 @@ def read_manifest(path: str | os.PathLike[str], *, check_step: bool = True) -> d
                 isinstance(info.get(a), str) and form.match(info[a]) for a, form in _HEX.items())):
             raise CorruptCheckpointError(
                 f"{meta_path!r}: the entry of {file_name!r} needs an integer 'bytes' and a "
-                f"hex checksum ('xxh3_128', or 'sha256' in older checkpoints)."
-            )
+                f"hex checksum ('xxh3_128', or 'sha256' in older checkpoints).")
     step = meta.get("step")
     if check_step and (type(step) is not int or step != checkpoint_number(path)):
         raise CorruptCheckpointError(
             f"{meta_path!r} records step {step!r} but the directory is named for step "
             f"{checkpoint_number(path)} (renamed or copied?); rename it to match its step to "
-            f"use it."
-        )
+            f"use it.")
     return meta
 
 
@@ -224,12 +217,8 @@ def file_problem(
 
 def verify(path: str | os.PathLike[str], *, check_step: bool = True) -> dict[str, Any]:
     """:func:`read_manifest`, then every file's size and checksum; returns the manifest.
-
-    Raises:
-        CorruptCheckpointError: As :func:`read_manifest`, or a file is missing, truncated
-            or altered.
-        CheckpointFormatError: The checkpoint was written in a newer format.
-    """
+    Raises its errors, or ``CorruptCheckpointError`` naming a missing, truncated or altered
+    file."""
     meta = read_manifest(path, check_step=check_step)
     problem = file_problem(os.fspath(path), meta)
     if problem is not None:
@@ -329,18 +318,9 @@ def remove_checkpoint(path: str) -> None:
 
 def clean_stale_temp_dirs(directory: str, name: str) -> None:
     """Removes the temp directories of saves and deletes whose process died."""
-    pattern = re.compile(rf"^\.{re.escape(name)}-\d+\.tmp-(\d+)-[0-9a-f]+$")
-    try:
-        found = list(os.scandir(directory))
-    except FileNotFoundError:
-        return
-    for entry in found:
-        match = pattern.match(entry.name)
-        if not match or not entry.is_dir():
-            continue
+    for match, entry in _scan(directory, rf"\.{re.escape(name)}-\d+\.tmp-(\d+)-[0-9a-f]+"):
         pid = int(match.group(1))
         with _LIVE_LOCK:
             live = os.path.abspath(entry.path) in _LIVE_TEMP_DIRS
-        if live or (pid != os.getpid() and pid_alive(pid)):
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
+        if entry.is_dir() and not live and (pid == os.getpid() or not pid_alive(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)

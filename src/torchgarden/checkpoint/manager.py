@@ -34,12 +34,10 @@ class CheckpointManager:
     ``checkpoint_interval=None`` saves always. Once a checkpoint is durable, the oldest
     beyond ``max_to_keep`` are deleted (a reader sees all of one or nothing).
 
-    Under ``torch.distributed``, rank 0 alone writes a ``"single"`` checkpoint and ``save``
-    on another rank returns None, unless an item's ``state_dict()`` is a collective
-    (``collective_state_dict = True``, e.g. FSDP2 state gathered by
-    ``torchgarden.distribute``) or the format is ``"dcp"``: then every rank calls ``save``
-    together, rank 0 decides whether it is due, and every rank gathers (rank 0 writes) or
-    writes its own shards. Every rank restores from the files; DCP reshards on load.
+    Under ``torch.distributed`` rank 0 alone writes a ``"single"`` checkpoint (``save``
+    returns None elsewhere) unless an item's ``state_dict()`` is a collective
+    (``collective_state_dict = True``); then, and always with ``"dcp"``, every rank calls
+    ``save`` together and rank 0 decides whether it is due. Every rank restores.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
@@ -71,18 +69,11 @@ class CheckpointManager:
     """
 
     def __init__(
-        self,
-        checkpoint: Checkpoint,
-        directory: str | os.PathLike[str],
-        *,
-        max_to_keep: int | None = 5,
-        checkpoint_interval: int | None = None,
-        checkpoint_name: str = "ckpt",
-        init_fn: Callable[[], None] | None = None,
-        enable_async: bool = False,
-        version: str | None = None,
-        config: dict[str, Any] | None = None,
-        checkpoint_format: str = "single",
+        self, checkpoint: Checkpoint, directory: str | os.PathLike[str], *,
+        max_to_keep: int | None = 5, checkpoint_interval: int | None = None,
+        checkpoint_name: str = "ckpt", init_fn: Callable[[], None] | None = None,
+        enable_async: bool = False, version: str | None = None,
+        config: dict[str, Any] | None = None, checkpoint_format: str = "single",
     ) -> None:
         format_class = _formats.format_class(checkpoint_format)
         _check_arguments(max_to_keep, checkpoint_interval, checkpoint_name)
@@ -155,20 +146,15 @@ class CheckpointManager:
         """Checks a checkpoint's files against the sizes and checksums in its meta.json.
 
         Raises:
-            CorruptCheckpointError: meta.json is missing, unreadable or malformed, records
-                another step than the directory's name, or a file is missing, truncated
-                or altered.
+            CorruptCheckpointError: meta.json is missing, malformed or records another step
+                than the name's, or a file is missing, truncated or altered.
             CheckpointFormatError: The checkpoint was written in a newer format.
         """
         layout.verify(path)
 
     def save(
-        self,
-        checkpoint_number: int,
-        *,
-        check_interval: bool = True,
-        config: dict[str, Any] | None = None,
-        extra: dict[str, Any] | None = None,
+        self, checkpoint_number: int, *, check_interval: bool = True,
+        config: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
     ) -> str | None:
         """Saves a checkpoint numbered ``checkpoint_number`` unless the save rules skip it.
 
@@ -258,10 +244,7 @@ class CheckpointManager:
         self._format.sync()
 
     def restore(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        verify: bool = True,
+        self, path: str | os.PathLike[str] | None = None, *, verify: bool = True,
         strict: bool = True,
     ) -> str | None:
         """Restores the checkpoint at ``path``, or the newest one that is a resume point.
@@ -293,8 +276,7 @@ class CheckpointManager:
                 available = [os.path.basename(p) for p in self.checkpoints]
                 raise FileNotFoundError(
                     f"no checkpoint at {path!r}; available in {self._directory!r}: "
-                    f"{available or 'none'}."
-                )
+                    f"{available or 'none'}.")
             state = selection.read_state(path, self._checkpoint.items, hashes=verify, finite=False)
             self._apply(path, state, strict=strict)
             return path
@@ -342,11 +324,9 @@ class CheckpointManager:
         self._format.close()
 
     def __repr__(self) -> str:
-        return (
-            f"CheckpointManager(directory={self._directory!r}, "
-            f"checkpoint_name={self._checkpoint_name!r}, max_to_keep={self._max_to_keep}, "
-            f"checkpoint_interval={self._checkpoint_interval})"
-        )
+        return (f"CheckpointManager(directory={self._directory!r}, "
+                f"checkpoint_name={self._checkpoint_name!r}, max_to_keep={self._max_to_keep}, "
+                f"checkpoint_interval={self._checkpoint_interval})")
 
 
 def _check_arguments(
@@ -354,20 +334,13 @@ def _check_arguments(
 ) -> None:
     """Raises ``ValueError`` naming the first bad ``CheckpointManager`` argument."""
     if max_to_keep is not None and (
-        not isinstance(max_to_keep, int) or max_to_keep == 0 or max_to_keep < -1
-    ):
+            not isinstance(max_to_keep, int) or max_to_keep == 0 or max_to_keep < -1):
         raise ValueError(
-            f"max_to_keep must be a positive int or -1 (keep all), got {max_to_keep!r}."
-        )
+            f"max_to_keep must be a positive int or -1 (keep all), got {max_to_keep!r}.")
     if checkpoint_interval is not None and (
-        not isinstance(checkpoint_interval, int) or checkpoint_interval < 1
-    ):
-        raise ValueError(
-            f"checkpoint_interval must be a positive int or None (no interval checking), "
-            f"got {checkpoint_interval!r}."
-        )
+            not isinstance(checkpoint_interval, int) or checkpoint_interval < 1):
+        raise ValueError(f"checkpoint_interval must be a positive int or None (no interval "
+                         f"checking), got {checkpoint_interval!r}.")
     if not checkpoint_name or os.sep in checkpoint_name or checkpoint_name.startswith("."):
-        raise ValueError(
-            f"checkpoint_name must be a plain file name not starting with '.', "
-            f"got {checkpoint_name!r}."
-        )
+        raise ValueError(f"checkpoint_name must be a plain file name not starting with '.', "
+                         f"got {checkpoint_name!r}.")

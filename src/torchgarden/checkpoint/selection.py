@@ -1,11 +1,9 @@
 """Which checkpoints may be resumed from: decided by verified content, never by name alone.
 
-A directory ``<name>-<N>`` is a resume point only if its manifest is well formed and
-records step ``N``, its files have the recorded sizes and checksums (``layout.verify``),
-its state records global step ``N`` too, and the model's parameters are finite
-(:func:`nonfinite_parameter`): a checkpoint written after a blow-up is not resumed. (A
-sharded checkpoint's tensors are read only when applied, so its parameters are checked
-when it is saved: :func:`refuse_nonfinite` runs before either format is written.)
+``<name>-<N>`` is a resume point only if it verifies (``layout.verify``), its state records
+global step ``N`` too, and the model's parameters are finite: a checkpoint written after a
+blow-up is not resumed. (A sharded checkpoint's tensors are read only when applied, so
+:func:`refuse_nonfinite` checks them before either format is written.)
 """
 
 from __future__ import annotations
@@ -87,10 +85,8 @@ def _module_of(item: Any) -> nn.Module | None:
 def select(
     directory: str, name: str, items: Mapping[str, Any], unusable: set[str], *, hashes: bool
 ) -> tuple[str, dict[str, Any]] | None:
-    """The newest resume point in ``directory`` and its loaded state, or None if none exists.
-
-    Each newer entry that is not a resume point is named in one warning and added to
-    ``unusable``.
+    """The newest resume point in ``directory`` and its loaded state, or None if there is no
+    entry. Each newer entry that is not one is named in a warning and added to ``unusable``.
 
     Raises:
         CorruptCheckpointError: There are entries, but none is a resume point.
@@ -111,8 +107,7 @@ def select(
         raise CorruptCheckpointError(
             f"all {tried} checkpoints in {directory!r} failed verification or hold non-finite "
             f"weights (each is named in a warning); move them aside to start over, or load "
-            f"one anyway with CheckpointManager.restore(path)."
-        )
+            f"one anyway with CheckpointManager.restore(path).")
     return None
 
 
@@ -141,8 +136,7 @@ def read_state(
     if step is not None and step != layout.checkpoint_number(path):
         raise CorruptCheckpointError(
             f"{path!r} records global step {step} but is named for step "
-            f"{layout.checkpoint_number(path)}."
-        )
+            f"{layout.checkpoint_number(path)}.")
     where = nonfinite_parameter(items, state)
     if where is not None:
         message = f"{where} is NaN or inf; it is not a resume point."
@@ -156,14 +150,9 @@ def refuse_nonfinite(
     items: Mapping[str, Any], state: Mapping[str, Any], name: str,
     latest: Callable[[], str | None], *, collective: bool = False,
 ) -> None:
-    """Raises before a state with non-finite model parameters is saved as ``name``.
-
-    With ``collective`` (a sharded save, every rank calling with its own shards) the ranks'
-    findings are gathered, so every rank raises alike.
-
-    Raises:
-        NonFiniteCheckpointError: Naming the parameter and the last finite checkpoint.
-    """
+    """Raises ``NonFiniteCheckpointError`` (naming the parameter and the last finite
+    checkpoint) before a state with non-finite model parameters is saved as ``name``. With
+    ``collective`` (every rank calls it with its own shards) every rank raises alike."""
     where = nonfinite_parameter(items, state)
     if collective:
         where = next((found for found in all_gather_object(where) if found), None)
@@ -171,5 +160,4 @@ def refuse_nonfinite(
         last = latest()
         raise NonFiniteCheckpointError(
             f"not saving {name}: {where} is NaN or inf, so training diverged by then; the last "
-            f"finite checkpoint {os.path.basename(last) if last else '(none)'} is intact."
-        )
+            f"finite checkpoint {os.path.basename(last) if last else '(none)'} is intact.")

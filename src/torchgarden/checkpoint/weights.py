@@ -37,8 +37,7 @@ def _resolve(path: str, checkpoint_name: str) -> str:
         if found:
             return found
         raise FileNotFoundError(
-            f"init checkpoint directory {path!r} has no '{checkpoint_name}-<N>' checkpoint."
-        )
+            f"init checkpoint directory {path!r} has no '{checkpoint_name}-<N>' checkpoint.")
     raise FileNotFoundError(f"init checkpoint {path!r} does not exist.")
 
 
@@ -65,8 +64,7 @@ def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
         state = state[item]
     if not isinstance(state, Mapping):
         raise CorruptCheckpointError(
-            f"init checkpoint {resolved!r} holds a {type(state).__name__}, expected a state dict."
-        )
+            f"init checkpoint {resolved!r} holds a {type(state).__name__}, expected a state dict.")
     return state
 
 
@@ -79,13 +77,8 @@ def _strip_wrappers(state: Mapping[str, Any], expected: Mapping[str, Any]) -> Ma
 
 
 def load_model_weights(
-    model: torch.nn.Module,
-    path: str | os.PathLike[str],
-    *,
-    prefixes: Sequence[str] = (),
-    item: str = "model",
-    checkpoint_name: str = "ckpt",
-    verify: bool = True,
+    model: torch.nn.Module, path: str | os.PathLike[str], *, prefixes: Sequence[str] = (),
+    item: str = "model", checkpoint_name: str = "ckpt", verify: bool = True,
 ) -> str:
     """Loads model weights from a checkpoint into ``model``, all or by module prefix.
 
@@ -137,7 +130,6 @@ def _wanted_keys(model: torch.nn.Module, expected: Mapping[str, Any],
         top_level = sorted({k.split(".")[0] for k in expected})
         raise CheckpointMismatchError(
             f"init checkpoint prefixes {unmatched} match no weight of {type(model).__name__}; "
-            f"its top-level modules: {top_level}."
-        )
+            f"its top-level modules: {top_level}.")
     return [k for k in expected
             if not prefixes or any(k == p or k.startswith(p + ".") for p in prefixes)]
