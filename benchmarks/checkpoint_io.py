@@ -104,8 +104,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "CheckpointManager.save (sync)": lambda: sync.save(next(counter), check_interval=False),
         "async save: training stall": lambda: async_.save(next(counter), check_interval=False),
         "torch.load": lambda: torch.load(state_file, map_location="cpu", weights_only=True),
-        "verified restore": lambda: load_state(os.path.dirname(state_file),
-                                                        verify_files=True),
+        "verified restore": lambda: load_state(os.path.dirname(state_file), verify_files=True),
     }
     times: dict[str, list[float]] = {name: [] for name in jobs}
     rng = random.Random(0)

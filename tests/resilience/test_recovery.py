@@ -253,7 +253,7 @@ def test_a_checkpoint_with_nan_weights_is_skipped_with_one_warning(tmp_path, cap
     with open(os.path.join(model_dir, "ckpt-30", "meta.json")) as f:
         config = json.load(f)["config"]
     _direct.write_checkpoint(model_dir, "ckpt", 35, state, config=config, extra=None,
-                              version="old")
+                             version="old")
     with caplog.at_level(logging.WARNING, logger="torchgarden"):
         assert run_in_process(cli_args(experiment, model_dir, override, mode)) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
@@ -273,7 +273,7 @@ def test_an_explicit_restore_loads_nan_weights_with_a_warning(tmp_path, caplog, 
         model.weight.fill_(float("nan"))
     state = {"model": model.state_dict()}
     _direct.write_checkpoint(str(tmp_path), "ckpt", 3, state, config=None, extra=None,
-                              version="x")
+                             version="x")
     fresh = torch.nn.Linear(2, 1)
     manager = CheckpointManager(Checkpoint(model=fresh), tmp_path)
     with caplog.at_level(logging.WARNING, logger="torchgarden"):

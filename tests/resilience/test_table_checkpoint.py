@@ -50,7 +50,7 @@ def rewrite_checkpoint(edit) -> callable:
         edit(state)
         shutil.rmtree(path)
         _direct.write_checkpoint(model_dir, "ckpt", 10, state, config=config, extra=None,
-                                  version="x")
+                                 version="x")
     return setup
 
 

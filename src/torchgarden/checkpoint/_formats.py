@@ -238,8 +238,8 @@ class Sharded(CheckpointFormat):
         if layout.METADATA_FILE not in files:
             raise OSError(f"DCP wrote no {layout.METADATA_FILE}")
         meta = layout.manifest(number, files, config=config, extra=extra,
-                                 version=self._meta_version(), format=self.name,
-                                 world_size=get_world_size())
+                               version=self._meta_version(), format=self.name,
+                               world_size=get_world_size())
         layout.publish(temp, self._path(number), meta)
         self._on_written(self._path(number))
 
@@ -261,9 +261,11 @@ _FORMATS: dict[str, type[CheckpointFormat]] = {SingleFile.name: SingleFile, Shar
 
 
 def format_class(name: str) -> type[CheckpointFormat]:
-    """The format named ``name``; raises ``ValueError`` unless it is "single" or "dcp"."""
+    """The format ``CheckpointManager(checkpoint_format=name)`` writes; raises ``ValueError``
+    naming the known ones for another name."""
     if not isinstance(name, str) or name not in _FORMATS:
-        raise ValueError(f"checkpoint_format must be 'single' or 'dcp', got {name!r}.")
+        known = " or ".join(map(repr, _FORMATS))
+        raise ValueError(f"checkpoint_format must be {known}, got {name!r}.")
     return _FORMATS[name]
 
 
