@@ -38,7 +38,7 @@ from collections.abc import Callable
 import _common
 import torch
 
-from torchgarden.checkpoint import Checkpoint, CheckpointManager, _storage
+from torchgarden.checkpoint import Checkpoint, CheckpointManager, layout, load_state
 
 _BLOCK = 16 << 20
 
@@ -97,15 +97,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     async_ = CheckpointManager(Checkpoint(model=model), os.path.join(root, "async"),
                                max_to_keep=1, enable_async=True)
     saved = sync.save(next(counter), check_interval=False)
-    state_file = os.path.join(saved, _storage.STATE_FILE)
+    state_file = os.path.join(saved, layout.STATE_FILE)
     jobs: dict[str, Callable[[], object]] = {
         "raw write (O_DIRECT) + fsync": lambda: _raw_write(os.path.join(root, "raw"), size),
         "torch.save + fsync": lambda: _torch_save(state, os.path.join(root, "torch.pt")),
         "CheckpointManager.save (sync)": lambda: sync.save(next(counter), check_interval=False),
         "async save: training stall": lambda: async_.save(next(counter), check_interval=False),
         "torch.load": lambda: torch.load(state_file, map_location="cpu", weights_only=True),
-        "verified restore": lambda: _storage.load_state(os.path.dirname(state_file),
-                                                        verify_files=True),
+        "verified restore": lambda: load_state(os.path.dirname(state_file), verify_files=True),
     }
     times: dict[str, list[float]] = {name: [] for name in jobs}
     rng = random.Random(0)
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         for _ in range(args.repeats):
             for name in rng.sample(list(jobs), len(jobs)):
                 if name in ("verified restore", "torch.load"):
-                    state_file = os.path.join(sync.latest_checkpoint, _storage.STATE_FILE)
+                    state_file = os.path.join(sync.latest_checkpoint, layout.STATE_FILE)
                     _evict(state_file)  # Both read a cold file, as a resumed process does.
                 start = time.perf_counter()
                 jobs[name]()

@@ -27,8 +27,7 @@ from dist_scenarios import (
 
 import torchgarden as tg
 from torchgarden import distribute
-from torchgarden.checkpoint import _storage, best
-from torchgarden.checkpoint.dcp import DcpWriter
+from torchgarden.checkpoint import best, layout
 
 
 class WriteCounter:
@@ -37,24 +36,17 @@ class WriteCounter:
     def __init__(self) -> None:
         self.checkpoints = 0
         self.json_files = 0
-        write_checkpoint, write_json = _storage.write_checkpoint, best.atomic_write_json
-        publish = DcpWriter._rename  # Rank 0 renames a sharded checkpoint into place.
+        publish, write_json = layout.publish, best.atomic_write_json
 
         def counted_publish(*args: Any, **kwargs: Any) -> Any:
-            self.checkpoints += 1
+            self.checkpoints += 1  # Either format: meta.json written, renamed into place.
             return publish(*args, **kwargs)
-
-        DcpWriter._rename = counted_publish
-
-        def counted_checkpoint(*args: Any, **kwargs: Any) -> Any:
-            self.checkpoints += 1
-            return write_checkpoint(*args, **kwargs)
 
         def counted_json(*args: Any, **kwargs: Any) -> Any:
             self.json_files += 1
             return write_json(*args, **kwargs)
 
-        _storage.write_checkpoint = counted_checkpoint
+        layout.publish = counted_publish
         best.atomic_write_json = counted_json  # The best-checkpoint logs.
 
 

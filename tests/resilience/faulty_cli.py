@@ -124,14 +124,14 @@ def _install_save_fault(target: int, phase: str) -> None:
 
     import torch
 
-    from torchgarden.checkpoint import _storage
+    from torchgarden.checkpoint import layout
 
     if phase in ("state", "meta"):
         real_save = torch.save
 
         def save(obj, f, *args, **kwargs):
             path = _target(f)
-            if path.endswith(_storage.STATE_FILE) and _checkpoint_step(path) == target:
+            if path.endswith(layout.STATE_FILE) and _checkpoint_step(path) == target:
                 if phase == "meta":
                     real_save(obj, f, *args, **kwargs)
                     if hasattr(f, "close"):
@@ -149,7 +149,7 @@ def _install_save_fault(target: int, phase: str) -> None:
 
         torch.save = save
     elif phase in ("rename", "retention"):
-        real_fsync_dir = _storage.fsync_dir
+        real_fsync_dir = layout.fsync_dir
 
         def fsync_dir(path):
             real_fsync_dir(path)
@@ -160,7 +160,7 @@ def _install_save_fault(target: int, phase: str) -> None:
             ):
                 _die()
 
-        _storage.fsync_dir = fsync_dir
+        layout.fsync_dir = fsync_dir
     elif phase == "rmtree":
         from torchgarden.checkpoint import manager
 
@@ -170,7 +170,7 @@ def _install_save_fault(target: int, phase: str) -> None:
             if _checkpoint_step(keep) == target:
 
                 def partial_rmtree(path, *args, **kwargs):
-                    os.remove(os.path.join(path, _storage.STATE_FILE))
+                    os.remove(os.path.join(path, layout.STATE_FILE))
                     _die()
 
                 shutil_rmtree, shutil.rmtree = shutil.rmtree, partial_rmtree
@@ -204,13 +204,13 @@ def _install_summary_fault(target: int) -> None:
 def _install_disk_full(target: int) -> None:
     import torch
 
-    from torchgarden.checkpoint import _storage
+    from torchgarden.checkpoint import layout
 
     real_save = torch.save
 
     def save(obj, f, *args, **kwargs):
         path = _target(f)
-        if path.endswith(_storage.STATE_FILE) and _checkpoint_step(path) == target:
+        if path.endswith(layout.STATE_FILE) and _checkpoint_step(path) == target:
             buffer = io.BytesIO()
             real_save(obj, buffer, *args, **kwargs)
             with open(path, "wb") as out:

@@ -28,7 +28,8 @@ from torchgarden.checkpoint import (
     CheckpointManager,
     CheckpointWriteError,
     CorruptCheckpointError,
-    _storage,
+    _direct,
+    layout,
 )
 from torchgarden.checkpoint import iterator as iterator_module
 from torchgarden.core import GlobalStep
@@ -198,7 +199,7 @@ def test_old_checkpoints_are_deleted_only_after_a_newer_one_is_durable(tmp_path,
     manager = CheckpointManager(Checkpoint(model=torch.nn.Linear(2, 2), global_step=step),
                                 directory, max_to_keep=2)
     events: list[tuple[str, str]] = []
-    real_fsync_dir, real_remove = _storage.fsync_dir, _storage.remove_checkpoint
+    real_fsync_dir, real_remove = layout.fsync_dir, layout.remove_checkpoint
 
     def fsync_dir(path):
         real_fsync_dir(path)
@@ -209,8 +210,8 @@ def test_old_checkpoints_are_deleted_only_after_a_newer_one_is_durable(tmp_path,
         events.append(("delete", os.path.basename(path)))
         return real_remove(path)
 
-    monkeypatch.setattr(_storage, "fsync_dir", fsync_dir)
-    monkeypatch.setattr(_storage, "remove_checkpoint", remove_checkpoint)
+    monkeypatch.setattr(layout, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(layout, "remove_checkpoint", remove_checkpoint)
     for number in (1, 2, 3, 4):
         manager.save(number)
 
@@ -224,7 +225,7 @@ def test_old_checkpoints_are_deleted_only_after_a_newer_one_is_durable(tmp_path,
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
     events.clear()
-    monkeypatch.setattr(_storage, "_save_hashed", disk_full)
+    monkeypatch.setattr(_direct, "save_hashed", disk_full)
     with pytest.raises(CheckpointWriteError, match="ckpt-5 .*No space left on device.*ckpt-4"):
         manager.save(5)
     assert sorted(os.listdir(directory)) == ["ckpt-3", "ckpt-4"]  # Nothing deleted or left.

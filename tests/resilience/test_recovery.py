@@ -35,7 +35,7 @@ from resilience_tools import (
     run_in_process,
 )
 
-from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint import _direct
 from torchgarden.tasks.toy import ToyRegressionTask
 
 
@@ -252,8 +252,8 @@ def test_a_checkpoint_with_nan_weights_is_skipped_with_one_warning(tmp_path, cap
     state["global_step"]["value"] = 35
     with open(os.path.join(model_dir, "ckpt-30", "meta.json")) as f:
         config = json.load(f)["config"]
-    _storage.write_checkpoint(model_dir, "ckpt", 35, state, config=config, extra=None,
-                              version="old")
+    _direct.write_checkpoint(model_dir, "ckpt", 35, state, config=config, extra=None,
+                             version="old")
     with caplog.at_level(logging.WARNING, logger="torchgarden"):
         assert run_in_process(cli_args(experiment, model_dir, override, mode)) == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
@@ -272,8 +272,8 @@ def test_an_explicit_restore_loads_nan_weights_with_a_warning(tmp_path, caplog, 
     with torch.no_grad():
         model.weight.fill_(float("nan"))
     state = {"model": model.state_dict()}
-    _storage.write_checkpoint(str(tmp_path), "ckpt", 3, state, config=None, extra=None,
-                              version="x")
+    _direct.write_checkpoint(str(tmp_path), "ckpt", 3, state, config=None, extra=None,
+                             version="x")
     fresh = torch.nn.Linear(2, 1)
     manager = CheckpointManager(Checkpoint(model=fresh), tmp_path)
     with caplog.at_level(logging.WARNING, logger="torchgarden"):

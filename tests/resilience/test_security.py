@@ -17,7 +17,7 @@ import pytest
 import torch
 from resilience_tools import process_state_restored
 
-from torchgarden.checkpoint import _storage
+from torchgarden.checkpoint import layout
 from torchgarden.cli.main import main
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "torchgarden"
@@ -109,7 +109,7 @@ def plant_payload(checkpoint: str, marker: str) -> None:
     meta_path = os.path.join(checkpoint, "meta.json")
     with open(meta_path) as f:
         meta = json.load(f)
-    meta["files"]["state.pt"] = {"xxh3_128": _storage._file_digest(state_path, "xxh3_128"),
+    meta["files"]["state.pt"] = {"xxh3_128": layout.file_digest(state_path),
                                  "bytes": os.path.getsize(state_path)}
     with open(meta_path, "w") as f:
         json.dump(meta, f)
@@ -183,7 +183,7 @@ def test_the_source_loads_only_with_weights_only_and_never_evals_config_data():
                 problems.append(f"{where}:{call.lineno}: {name}")
             elif name == "eval":
                 evals.append(where)
-    assert loads >= 2  # checkpoint/_storage.py and checkpoint/weights.py
+    assert loads >= 2  # checkpoint/_direct.py and models/weights.py
     assert problems == []
     assert evals == ["config/_types.py"]
     safe = (SRC / "config" / "overrides.py").read_text()

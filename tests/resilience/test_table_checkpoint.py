@@ -18,7 +18,7 @@ import pytest
 import torch
 from table import DIGITS, SHORT, TO_20, TOY, Case, run_case, write
 
-from torchgarden.checkpoint import CheckpointManager, _storage
+from torchgarden.checkpoint import CheckpointManager, _direct
 
 EVERY_5 = ",trainer.checkpoint_interval=5"
 
@@ -49,8 +49,8 @@ def rewrite_checkpoint(edit) -> callable:
             config = json.load(f)["config"]
         edit(state)
         shutil.rmtree(path)
-        _storage.write_checkpoint(model_dir, "ckpt", 10, state, config=config, extra=None,
-                                  version="x")
+        _direct.write_checkpoint(model_dir, "ckpt", 10, state, config=config, extra=None,
+                                 version="x")
     return setup
 
 
@@ -87,7 +87,7 @@ def foreign_checkpoint(model_dir: str, _tmp: str) -> None:
             shutil.rmtree(os.path.join(model_dir, name))
     other = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(4, 1))
     state = {"model": other.state_dict(), "global_step": {"value": 10}}
-    _storage.write_checkpoint(model_dir, "ckpt", 10, state, config=None, extra=None, version="x")
+    _direct.write_checkpoint(model_dir, "ckpt", 10, state, config=None, extra=None, version="x")
 
 
 def other_model_weights(tmp: str) -> str:
@@ -116,7 +116,7 @@ def disk_full_at_the_second_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def enospc_at_the_second_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_save = _storage._save_hashed
+    real_save = _direct.save_hashed
     calls = []
 
     def save_hashed(state, path):
@@ -125,7 +125,7 @@ def enospc_at_the_second_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         return real_save(state, path)
 
-    monkeypatch.setattr(_storage, "_save_hashed", save_hashed)
+    monkeypatch.setattr(_direct, "save_hashed", save_hashed)
 
 
 def only_ckpt_5(model_dir: str, _tmp: str) -> None:

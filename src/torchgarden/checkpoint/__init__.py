@@ -4,7 +4,7 @@ Two formats: one ``state.pt`` written by rank 0 (``"single"``) or each rank's sh
 written with ``torch.distributed.checkpoint`` (``"dcp"``, see ``checkpoint.dcp``).
 """
 
-from torchgarden.checkpoint._storage import load_state
+from torchgarden.checkpoint._direct import load_state
 from torchgarden.checkpoint.best import BestCheckpointExporter
 from torchgarden.checkpoint.checkpoint import Checkpoint, Value
 from torchgarden.checkpoint.dcp import convert_to_single, read_full_state
@@ -18,12 +18,8 @@ from torchgarden.checkpoint.errors import (
     UnsafeCheckpointError,
 )
 from torchgarden.checkpoint.iterator import checkpoints_iterator
-from torchgarden.checkpoint.manager import (
-    CheckpointManager,
-    checkpoint_number,
-    latest_checkpoint,
-    read_meta,
-)
+from torchgarden.checkpoint.layout import checkpoint_number, latest_checkpoint, read_meta
+from torchgarden.checkpoint.manager import CheckpointManager
 from torchgarden.checkpoint.weights import load_model_weights
 
 __all__ = [

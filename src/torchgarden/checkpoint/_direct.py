@@ -1,28 +1,36 @@
-"""A write-only file for ``torch.save`` that writes at the disk's speed and hashes on the way.
+"""The single-file format: ``state.pt`` written at the disk's speed, hashed on the way
+(XXH3-128, no second read), and read back with ``torch.load(weights_only=True)``.
 
-Buffered writes of a few hundred MB followed by ``fsync`` ran at a third of what the
-disk takes with direct I/O here (the page cache writes back in small pieces). This
-file gathers what ``torch.save`` writes into two page-aligned 16 MiB blocks and writes
-each full block with ``O_DIRECT`` on a background thread while the next one fills; the
-last, partial block is padded to 4 KiB, written, and the file truncated to its size.
-Where the file system refuses ``O_DIRECT`` (tmpfs, some network file systems), the
-caller falls back to buffered writes.
+Buffered writes of a few hundred MB and an ``fsync`` ran at a third of the disk's speed
+here (the page cache writes back in small pieces), so :class:`DirectFile` writes 16 MiB
+blocks with ``O_DIRECT`` on a background thread while the next one fills. Where the file
+system refuses ``O_DIRECT`` (tmpfs, some network file systems), :func:`save_hashed`
+falls back to buffered writes.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import pickle
+import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import torch
 import xxhash
 
-__all__ = ["DirectFile", "direct_io_available"]
+from torchgarden.checkpoint import layout
+from torchgarden.checkpoint.errors import CorruptCheckpointError, UnsafeCheckpointError
+from torchgarden.checkpoint.layout import STATE_FILE
+
+__all__ = ["DirectFile", "load_state", "safe_load", "save_hashed", "write_checkpoint"]
 
 BLOCK = 16 << 20
 _ALIGN = 4096
+_WRITEBACK = 64 << 20  # Buffered writes: start the disk writing after this many new bytes.
 
 
 def direct_io_available() -> bool:
@@ -57,10 +65,8 @@ def _write_all(fd: int, view: memoryview) -> None:
 
 
 class DirectFile:
-    """``O_DIRECT`` writes of 16 MiB blocks, double-buffered, with an XXH3-128 digest.
-
-    Args:
-        path: The file to create (truncated if it exists).
+    """``O_DIRECT`` writes of two alternating page-aligned 16 MiB blocks, with a digest; the
+    last block is padded to 4 KiB and the file truncated to its size.
 
     Raises:
         OSError: The file system refuses ``O_DIRECT`` (``EINVAL``) or the open fails.
@@ -137,3 +143,152 @@ class DirectFile:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
+
+
+class _HashingFile:
+    """A buffered file object for ``torch.save`` that hashes what it writes and, every
+    64 MiB, starts the writeback of the pages so far (``posix_fadvise(DONTNEED)`` does not
+    wait): the disk works while ``torch.save`` serialises the rest."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+        self.name = file.name
+        self._digest = xxhash.xxh3_128()
+        self.size = 0
+        self._started = 0  # Bytes whose writeback has been started.
+
+    def write(self, data: Any) -> int:
+        self._digest.update(data)
+        self.size += len(memoryview(data).cast("B"))
+        written = self._file.write(data)
+        if self.size - self._started >= _WRITEBACK and hasattr(os, "posix_fadvise"):
+            self._file.flush()
+            os.posix_fadvise(self._file.fileno(), self._started, self.size - self._started,
+                             os.POSIX_FADV_DONTNEED)
+            self._started = self.size
+        return written
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def save_hashed(state: dict[str, Any], path: str) -> dict[str, Any]:
+    """``torch.save(state, path)`` hashed on the way and fsynced once; returns the file's
+    manifest entry (checksum and size)."""
+    if direct_io_available():
+        try:
+            direct = DirectFile(path)
+        except OSError as error:
+            if error.errno != errno.EINVAL:
+                raise
+        else:
+            try:
+                torch.save(state, direct)
+                direct.close()
+            except BaseException:
+                direct.abort()
+                raise
+            return layout.file_entry(direct.hexdigest(), direct.size)
+    with open(path, "wb", buffering=BLOCK) as f:
+        hashing = _HashingFile(f)
+        torch.save(state, hashing)
+        f.flush()
+        os.fsync(f.fileno())
+    return layout.file_entry(hashing.hexdigest(), hashing.size)
+
+
+def write_checkpoint(
+    directory: str, name: str, number: int, state: dict[str, Any], *,
+    config: dict[str, Any] | None, extra: dict[str, Any] | None, version: str,
+) -> str:
+    """Writes ``state`` (on the host) as a single-file checkpoint atomically; returns its
+    path. Raises ``FileExistsError`` when the checkpoint appeared meanwhile."""
+    final = layout.checkpoint_path(directory, name, number)
+    temp = layout.new_temp_dir(final)
+    published = False
+    try:
+        files = {STATE_FILE: save_hashed(state, os.path.join(temp, STATE_FILE))}
+        meta = layout.manifest(number, files, config=config, extra=extra, version=version)
+        layout.publish(temp, final, meta)
+        published = True
+    finally:
+        layout.release_temp_dir(temp, remove=not published)
+    return final
+
+
+def safe_load(source: Any, where: str) -> Any:
+    """``torch.load(source, map_location="cpu", weights_only=True)``; a refusal raises
+    ``UnsafeCheckpointError`` starting with ``where``."""
+    try:
+        return torch.load(source, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"WeightsUnpickler error: ([^\n]*?)(?:\.\s|\n|$)", str(e))
+        lines = str(e).strip().splitlines() or [type(e).__name__]
+        reason = found.group(1) if found else lines[-1]
+        raise UnsafeCheckpointError(
+            f"{where} holds pickled Python objects that torch.load(weights_only=True) refuses "
+            f"({reason}); load only checkpoints you trust, and keep state_dict() to tensors, "
+            f"numbers, strings, lists, tuples and dicts."
+        ) from e
+
+
+def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> dict[str, Any]:
+    """Loads ``state.pt`` with ``torch.load(map_location="cpu", weights_only=True)``.
+
+    Args:
+        path: The checkpoint directory.
+        verify_files: Also check every file's size and checksum, on a second thread while
+            ``torch.load`` reads (both read the same pages, and hashing and file reads
+            release the GIL); the state is returned only if every file matches.
+
+    Raises:
+        UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
+        CorruptCheckpointError: The file is missing, cannot be read, or (with
+            ``verify_files``) does not match meta.json.
+        CheckpointFormatError: (With ``verify_files``) written in a newer format.
+    """
+    file_path = os.path.join(os.fspath(path), STATE_FILE)
+    if not verify_files:
+        return _load_state(file_path)
+    _read_ahead(file_path)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-verify") as pool:
+        check = pool.submit(layout.verify, path, check_step=False)
+        try:
+            state = _load_state(file_path)
+        except Exception:
+            check.result()  # A mismatch explains an unreadable file better: raise it first.
+            raise
+        check.result()
+    return state
+
+
+def _read_ahead(file_path: str) -> None:
+    """Starts reading the file into the page cache: one pass serves checksum and load."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(file_path, os.O_RDONLY)
+    except OSError:
+        return  # Missing or unreadable: torch.load and verify say so.
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+    finally:
+        os.close(fd)
+
+
+def _load_state(file_path: str) -> dict[str, Any]:
+    try:
+        state = safe_load(file_path, repr(file_path))
+    except UnsafeCheckpointError:
+        raise
+    except Exception as e:
+        first_line = str(e).splitlines()[0] if str(e) else ""
+        raise CorruptCheckpointError(
+            f"{file_path!r} is unreadable: {type(e).__name__}: {first_line}") from e
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(
+            f"{file_path!r} holds a {type(state).__name__}, expected a dict of item states.")
+    return state

@@ -18,21 +18,17 @@ _PRIMITIVES = frozenset(
 
 
 def _is_safe_global(cls: type) -> bool:
-    for entry in torch.serialization.get_safe_globals():
-        if entry is cls or (isinstance(entry, tuple) and entry[0] is cls):
-            return True
-    return False
+    return any(entry is cls or (isinstance(entry, tuple) and entry[0] is cls)
+               for entry in torch.serialization.get_safe_globals())
 
 
 class HostStaging:
-    """Host buffers reused by every asynchronous save of one writer.
+    """Host buffers reused by every asynchronous save of one writer (the owner must not
+    stage a new state while a write still reads the previous one).
 
-    Copying a state into memory already mapped costs one memcpy; a fresh clone of a
-    few hundred MB also page-faults every page in, which took 4-5x longer here. CPU
-    copies are queued and done by :meth:`finish` in 16 MiB pieces on a few threads
-    (``copy_`` releases the GIL), so the stall uses the memory bandwidth of more than
-    one core. The owner must not stage a new state while a write still reads the
-    previous one.
+    Copying into memory already mapped costs one memcpy; a fresh clone of a few hundred
+    MB also page-faults every page in, 4-5x slower here. CPU copies are queued and done by
+    :meth:`finish` in 16 MiB pieces on a few threads (``copy_`` releases the GIL).
     """
 
     _PIECE = 4 << 20  # Elements (16 MiB of float32) per copy task.
@@ -75,26 +71,23 @@ class HostStaging:
 
 
 def to_host(state: Any, *, copy: bool, staging: HostStaging | None = None) -> Any:
-    """Returns ``state`` with every tensor on CPU, checking it is weights_only-loadable.
+    """Returns ``state`` (nested dicts, lists, tuples, tensors, primitives) with every
+    tensor on CPU; raises ``TypeError`` naming the key path of a leaf that
+    ``torch.load(weights_only=True)`` would refuse.
 
     Args:
-        state: A nested structure of dicts, lists, tuples, tensors and primitives.
-        copy: Clone CPU tensors too, so later in-place updates (training going on
-            while a background thread writes) do not reach the saved copy.
+        copy: Clone CPU tensors too, so training going on while a background thread
+            writes does not change the saved copy.
         staging: With ``copy``, copy into these reused buffers instead of new ones.
-
-    Raises:
-        TypeError: A leaf is a type ``torch.load(weights_only=True)`` would refuse;
-            the message names its key path.
     """
-    moved_from_device: list[str] = []
-    host = _to_host(state, "state", copy, moved_from_device, staging if copy else None)
-    if staging is not None and copy:
+    staging = staging if copy else None
+    moved_from: list[str] = []  # Device types.
+    host = _to_host(state, "state", copy, moved_from, staging)
+    if staging is not None:
         staging.finish()
-    if moved_from_device:
+    if moved_from:
         # Sync point: device->host copies were issued non-blocking; wait for them once.
-        device_type = moved_from_device[0]
-        module = getattr(torch, device_type, None)
+        module = getattr(torch, moved_from[0], None)
         if module is not None and hasattr(module, "synchronize"):
             module.synchronize()
     return host
@@ -104,17 +97,16 @@ def _to_host(obj: Any, where: str, copy: bool, moved: list[str],
              staging: HostStaging | None) -> Any:
     if isinstance(obj, torch.Tensor):
         tensor = obj.detach()
-        if staging is not None:
-            if tensor.device.type != "cpu":
-                moved.append(tensor.device.type)
-            return staging.copy(tensor, where)
         if tensor.device.type != "cpu":
             moved.append(tensor.device.type)
+        if staging is not None:
+            return staging.copy(tensor, where)
+        if tensor.device.type != "cpu":
             return tensor.to("cpu", non_blocking=True)
-        if copy:
+        # A view is cloned too: torch.save would write its whole base storage.
+        if copy or (tensor.layout == torch.strided
+                    and tensor.untyped_storage().nbytes() > tensor.nbytes):
             return tensor.clone()
-        if tensor.layout == torch.strided and tensor.untyped_storage().nbytes() > tensor.nbytes:
-            return tensor.clone()  # a view: torch.save would write its whole base storage
         return tensor
     if type(obj) in (dict, collections.OrderedDict):
         return type(obj)((k, _to_host(v, f"{where}[{k!r}]", copy, moved, staging))
@@ -130,5 +122,4 @@ def _to_host(obj: Any, where: str, copy: bool, moved: list[str],
         f"cannot checkpoint {where}: a {type(obj).__module__}.{type(obj).__qualname__}, which "
         f"torch.load(weights_only=True) refuses; return tensors, numbers, strings, lists, tuples "
         f"and dicts from state_dict() (numpy arrays: torch.from_numpy(x) or x.tolist()), or "
-        f"register the class with torch.serialization.add_safe_globals."
-    )
+        f"register the class with torch.serialization.add_safe_globals.")

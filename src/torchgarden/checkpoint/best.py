@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchgarden.checkpoint import _ranks, _storage
+from torchgarden.checkpoint import layout
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CorruptCheckpointError
 from torchgarden.checkpoint.manager import CheckpointManager
+from torchgarden.distribute.collectives import is_chief
 from torchgarden.utils.files import atomic_write_json
 from torchgarden.utils.metric_path import find_metric, has_metric
 
@@ -47,14 +48,9 @@ def _scalar_logs(logs: Mapping[str, Any]) -> dict[str, Any]:
     """Keeps the scalar leaves of nested logs as floats; drops images, strings, arrays."""
     kept: dict[str, Any] = {}
     for key, value in logs.items():
-        if isinstance(value, Mapping):
-            nested = _scalar_logs(value)
-            if nested:
-                kept[str(key)] = nested
-        else:
-            number = _scalar(value)
-            if number is not None:
-                kept[str(key)] = number
+        leaf = _scalar_logs(value) if isinstance(value, Mapping) else _scalar(value)
+        if leaf is not None and leaf != {}:
+            kept[str(key)] = leaf
     return kept
 
 
@@ -70,8 +66,7 @@ def _lookup(logs: Mapping[str, Any], metric_name: str) -> Any:
             where = "|".join(walked) or "<top level>"
             raise KeyError(
                 f"metric {metric_name!r}: path not found while traversing the eval logs: "
-                f"no key {part!r} under {where}; available keys: {available}."
-            )
+                f"no key {part!r} under {where}; available keys: {available}.")
         walked.append(part)
         node = node[part]
     return node
@@ -80,10 +75,9 @@ def _lookup(logs: Mapping[str, Any], metric_name: str) -> Any:
 class BestCheckpointExporter:
     """Exports the checkpoint with the best value of one eval metric.
 
-    Call :meth:`maybe_export_checkpoint` after every evaluation. The first
-    evaluation is always the best; later ones replace it only when strictly
-    better. ``info.json`` is reloaded at construction, so "best so far" survives
-    restarts.
+    Call :meth:`maybe_export_checkpoint` after every evaluation. The first evaluation is
+    always the best; later ones replace it only when strictly better. ``info.json`` is
+    reloaded at construction, so "best so far" survives restarts.
 
     Example:
         >>> exporter = BestCheckpointExporter(model_dir / "best_ckpt", "coco|AP", "higher")
@@ -109,8 +103,7 @@ class BestCheckpointExporter:
     ) -> None:
         if metric_comp not in ("higher", "lower"):
             raise ValueError(
-                f"best checkpoint metric comp must be one of higher, lower. Got: {metric_comp}"
-            )
+                f"best checkpoint metric comp must be one of higher, lower. Got: {metric_comp}")
         if not metric_name:
             raise ValueError("metric_name must be a non-empty eval-log key, got ''.")
         self._export_dir = os.fspath(export_dir)
@@ -139,8 +132,7 @@ class BestCheckpointExporter:
         if value is None:
             raise CorruptCheckpointError(
                 f"{path!r} records no best {self._metric_name!r} (was another metric "
-                f"exported there?); {fix}, or export to another subdirectory."
-            )
+                f"exported there?); {fix}, or export to another subdirectory.")
         return info
 
     @property
@@ -176,8 +168,7 @@ class BestCheckpointExporter:
     @property
     def best_ckpt_path(self) -> str | None:
         """Path of the exported best checkpoint, or None."""
-        found = _storage.list_checkpoints(self._export_dir, "best_ckpt")
-        return found[-1][1] if found else None
+        return layout.latest_checkpoint(self._export_dir, "best_ckpt")
 
     @property
     def best_metric_value(self) -> float | None:
@@ -186,26 +177,14 @@ class BestCheckpointExporter:
             return None
         return float(_lookup(self._best_ckpt_logs, self._metric_name))
 
-    def _is_better(self, value: float) -> bool:
-        best = self.best_metric_value
-        if best is None or math.isnan(best):
-            return True
-        if self._metric_comp == "higher":
-            return value > best
-        return value < best
-
     def maybe_export_checkpoint(
-        self,
-        checkpoint: Checkpoint,
-        eval_logs: Mapping[str, Any],
-        global_step: int,
-        *,
+        self, checkpoint: Checkpoint, eval_logs: Mapping[str, Any], global_step: int, *,
         config: dict[str, Any] | None = None,
     ) -> bool:
         """Exports ``checkpoint`` as ``best_ckpt-<global_step>`` if ``eval_logs`` is the best so far.
 
-        The new checkpoint is made durable (and the previous best deleted)
-        before ``info.json`` is replaced atomically.
+        The new checkpoint is durable (and the previous best deleted) before ``info.json``
+        is replaced atomically.
 
         Args:
             checkpoint: The objects to export.
@@ -225,12 +204,14 @@ class BestCheckpointExporter:
         value = _scalar(raw)
         if value is None:
             raise ValueError(
-                f"metric {self._metric_name!r} must be a scalar, got {type(raw).__name__}."
-            )
+                f"metric {self._metric_name!r} must be a scalar, got {type(raw).__name__}.")
         if math.isnan(value):  # Weights that evaluate to NaN are never the best.
             return False
-        if not self._is_better(value):
-            return False
+        best = self.best_metric_value
+        if best is not None and not math.isnan(best):
+            better = value > best if self._metric_comp == "higher" else value < best
+            if not better:
+                return False
         step = int(global_step)
         if self._manager is None or self._manager.checkpoint is not checkpoint:
             self._manager = CheckpointManager(
@@ -240,13 +221,11 @@ class BestCheckpointExporter:
         self._manager.save(step, check_interval=False, config=config, extra={"best_value": value})
         logs = _scalar_logs(eval_logs)
         logs[_STEP_KEY] = step
-        if _ranks.process_rank()[0] == 0:  # Every rank tracks the best; rank 0 writes.
+        if is_chief():  # Every rank tracks the best; rank 0 writes.
             atomic_write_json(self.best_ckpt_logs_path, logs)
         self._best_ckpt_logs = logs
         return True
 
     def __repr__(self) -> str:
-        return (
-            f"BestCheckpointExporter(export_dir={self._export_dir!r}, "
-            f"metric_name={self._metric_name!r}, metric_comp={self._metric_comp!r})"
-        )
+        return (f"BestCheckpointExporter(export_dir={self._export_dir!r}, "
+                f"metric_name={self._metric_name!r}, metric_comp={self._metric_comp!r})")

@@ -19,9 +19,7 @@ from torchgarden.checkpoint.errors import CheckpointError, CheckpointMismatchErr
 __all__ = ["Checkpoint", "Value"]
 
 _MAX_LISTED_KEYS = 5
-_RESERVED_NAMES = frozenset(
-    {"add", "items", "load_state_dict", "names", "snapshot", "state_dict"}
-)
+_RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "snapshot", "state_dict"})
 
 
 class Value:
@@ -57,8 +55,7 @@ class Value:
             if self.value.shape != new.shape:
                 raise ValueError(
                     f"Value holds a tensor of shape {tuple(self.value.shape)}, the checkpoint "
-                    f"has shape {tuple(new.shape)}."
-                )
+                    f"has shape {tuple(new.shape)}.")
             with torch.no_grad():
                 self.value.copy_(new)
         else:
@@ -82,23 +79,16 @@ class _DictItem:
         self.target.update(state_dict)
 
 
-def _is_stateful(obj: Any) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(
-        getattr(obj, "load_state_dict", None)
-    )
-
-
 def _wrap(name: str, item: Any) -> Any:
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         raise ValueError(
-            f"checkpoint item names must be identifiers not starting with '_', got {name!r}."
-        )
+            f"checkpoint item names must be identifiers not starting with '_', got {name!r}.")
     if name in _RESERVED_NAMES:
         raise ValueError(
             f"checkpoint item name {name!r} is reserved (a Checkpoint method); "
-            f"pick another, e.g. {name + '_'!r}."
-        )
-    if _is_stateful(item):
+            f"pick another, e.g. {name + '_'!r}.")
+    if callable(getattr(item, "state_dict", None)) and callable(
+            getattr(item, "load_state_dict", None)):
         return item
     if isinstance(item, dict):
         return _DictItem(item)
@@ -106,7 +96,10 @@ def _wrap(name: str, item: Any) -> Any:
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
-    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+    """A tensor's shape (or a saved tensor's ``torch.Size``); None for other values."""
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape)
+    return tuple(value) if isinstance(value, torch.Size) else None
 
 
 def _list_keys(keys: list[str], *, quote: bool = True) -> str:
@@ -116,35 +109,26 @@ def _list_keys(keys: list[str], *, quote: bool = True) -> str:
     return shown + (f", ... and {more} more" if more > 0 else "")
 
 
-def _module_mismatch(
-    name: str, module: torch.nn.Module, state: Mapping[str, Any], strict: bool
-) -> tuple[str, bool] | None:
-    """Describes how ``state`` fails to fit ``module``, or returns None when it fits.
-
-    Returns:
-        ``(message, skippable)``; ``skippable`` is True when strict=False would help.
-    """
-    expected = module.state_dict()
-    missing = [k for k in expected if k not in state] if strict else []
-    unexpected = [k for k in state if k not in expected] if strict else []
-    misshaped = [
-        f"'{k}': checkpoint {_shape(v)} vs model {_shape(expected[k])}"
-        for k, v in state.items()
-        if k in expected
-        and _shape(v) is not None
-        and _shape(expected[k]) is not None
-        and _shape(v) != _shape(expected[k])
-    ]
-    if not (missing or unexpected or misshaped):
-        return None
-    lines = [f"item '{name}' ({type(module).__name__}) does not match the checkpoint:"]
-    if missing:
-        lines.append(f"  missing keys ({len(missing)}): {_list_keys(missing)}")
-    if unexpected:
-        lines.append(f"  unexpected keys ({len(unexpected)}): {_list_keys(unexpected)}")
+def _key_problems(
+    expected: Mapping[str, Any], found: Mapping[str, Any], *, missing: bool = True,
+    unexpected: bool = False,
+) -> list[str]:
+    """Names the keys of ``expected`` that ``found`` lacks (with ``missing``), the keys of
+    ``found`` not expected (with ``unexpected``) and the expected tensors ``found`` holds
+    in another shape (or not as a tensor)."""
+    absent = [k for k in expected if k not in found] if missing else []
+    extra = [k for k in found if k not in expected] if unexpected else []
+    shapes = [(k, _shape(found[k]), _shape(v)) for k, v in expected.items() if k in found]
+    misshaped = [f"'{k}': checkpoint {saved} vs model {here}" for k, saved, here in shapes
+                 if here is not None and saved != here]
+    problems = []
+    if absent:
+        problems.append(f"missing keys ({len(absent)}): {_list_keys(absent)}")
+    if extra:
+        problems.append(f"unexpected keys ({len(extra)}): {_list_keys(extra)}")
     if misshaped:
-        lines.append(f"  mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}")
-    return "\n".join(lines), bool(missing or unexpected)
+        problems.append(f"mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}")
+    return problems
 
 
 class Checkpoint:
@@ -246,28 +230,7 @@ class Checkpoint:
             CheckpointMismatchError: Items or module keys do not match; the
                 message lists missing, unexpected and mis-shaped keys.
         """
-        problems = []
-        skippable = False
-        # Items in the file that this Checkpoint does not track (an evaluation job
-        # reading a training checkpoint has no optimizer) are ignored, as in TF.
-        missing = [n for n in self._items if n not in state_dict and n not in self._optional]
-        if strict and missing:
-            skippable = True
-            problems.append(
-                f"items missing from the checkpoint ({len(missing)}): {_list_keys(missing)}; "
-                f"checkpoint items: {sorted(state_dict)}"
-            )
-        for name, item in self._items.items():
-            if isinstance(item, torch.nn.Module) and isinstance(state_dict.get(name), Mapping):
-                problem = _module_mismatch(name, item, state_dict[name], strict)
-                if problem:
-                    problems.append(problem[0])
-                    skippable = skippable or problem[1]
-        if problems:
-            hint = " (pass strict=False to skip missing/unexpected keys)" if skippable else ""
-            raise CheckpointMismatchError(
-                "checkpoint does not match" + hint + ":\n" + "\n".join(problems)
-            )
+        self._check_fits(state_dict, strict)
         for name, item in self._items.items():
             if name not in state_dict:
                 continue
@@ -286,6 +249,32 @@ class Checkpoint:
                 raise CheckpointMismatchError(
                     f"restoring item '{name}' ({type(item).__name__}) failed: {e}"
                 ) from e
+
+    def _check_fits(self, state_dict: Mapping[str, Any], strict: bool) -> None:
+        problems = []
+        skippable = False
+        # Items in the file that this Checkpoint does not track (an evaluation job
+        # reading a training checkpoint has no optimizer) are ignored, as in TF.
+        missing = [n for n in self._items if n not in state_dict and n not in self._optional]
+        if strict and missing:
+            skippable = True
+            problems.append(
+                f"items missing from the checkpoint ({len(missing)}): {_list_keys(missing)}; "
+                f"checkpoint items: {sorted(state_dict)}"
+            )
+        for name, item in self._items.items():
+            saved = state_dict.get(name)
+            if isinstance(item, torch.nn.Module) and isinstance(saved, Mapping):
+                expected = item.state_dict()
+                found = _key_problems(expected, saved, missing=strict, unexpected=strict)
+                if found:
+                    title = f"item '{name}' ({type(item).__name__}) does not match the checkpoint:"
+                    problems.append("\n  ".join([title, *found]))
+                    skippable = skippable or (strict and expected.keys() != saved.keys())
+        if problems:
+            hint = " (pass strict=False to skip missing/unexpected keys)" if skippable else ""
+            raise CheckpointMismatchError(
+                "checkpoint does not match" + hint + ":\n" + "\n".join(problems))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={type(i).__name__}" for n, i in self._items.items())

@@ -1,170 +1,194 @@
 """The sharded checkpoint format (``checkpoint_format="dcp"``): ``torch.distributed.checkpoint``.
 
-```
-<name>-<N>/__<rank>_<i>.distcp   each rank's shards (and a share of the replicated tensors)
-<name>-<N>/.metadata             DCP's index: every key, its global shape and its chunks
-<name>-<N>/meta.json             torchgarden's manifest: checksum and size of every file, written last
-```
+Every rank writes its own shards (``_formats.Sharded``), so no process holds the whole
+state. An item with ``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the
+``torchgarden.distribute`` items of an FSDP2 model, optimizer and EMA) or an ``nn.Module``
+is written by the ranks that hold its tensors; any other item (global step, RNG states,
+the data position) is rank 0's state pickled into one ``_host`` entry.
 
-Every rank writes its own shards, so no process ever holds the whole state: saving an
-FSDP2 model costs each rank its shard, not rank 0 the full model. The directory keeps the
-guarantees of the single-file format (``state.pt``): it appears only once every rank has
-written and ``meta.json`` lists every file (``_dcp_writer``), a damaged newest checkpoint
-is skipped on resume, retention and the best-checkpoint export work alike.
-
-What goes where, item by item (``Checkpoint.items``):
-
-* an item with ``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the
-  ``torchgarden.distribute`` items of an FSDP2 model, optimizer and EMA) or an
-  ``nn.Module``: its tensors, written by the rank that holds them;
-* any other item (global step, RNG states, the data position, callbacks): the state rank 0
-  holds, pickled into one ``_host`` entry.
-
-Loading reshards: a checkpoint written by 2 ranks resumes at 1, 2 or 4 (DCP reads each
-rank's part of every tensor from whichever files hold it), and an item saved sharded is
-read in full by an item that has no sharded state (a plain optimizer of one process gets
-torch's index-keyed layout back). :func:`read_full_state` gives what a single process
-would have saved, and :func:`convert_to_single` writes it as a ``state.pt`` checkpoint.
+Loading reshards (2 ranks' checkpoint resumes at 1, 2 or 4), and an item saved sharded is
+read in full by an item without a sharded state (a plain optimizer gets torch's layout).
+The planners here unpickle non-tensor leaves with ``weights_only=True`` (DCP's own do not).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import torch
+import torch.distributed.checkpoint as dcp
 from torch import nn
-
-from torchgarden.checkpoint import _dcp_io, _ranks, _storage
-from torchgarden.checkpoint._background import package_version
-from torchgarden.checkpoint._dcp_io import FORMAT, METADATA_FILE
-from torchgarden.checkpoint._dcp_writer import DcpWriter
-from torchgarden.checkpoint._host import to_host
-from torchgarden.checkpoint.errors import (
-    CheckpointMismatchError,
-    CorruptCheckpointError,
+from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+from torch.distributed.checkpoint._traverse import set_element
+from torch.distributed.checkpoint.default_planner import (
+    DefaultLoadPlanner,
+    _EmptyStateDictLoadPlanner,
 )
+from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
+from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-__all__ = [
-    "FORMAT",
-    "METADATA_FILE",
-    "DcpWriter",
-    "LoadedShards",
-    "convert_to_single",
-    "is_dcp",
-    "read_full_state",
-    "read_state",
-    "save_state",
-]
+from torchgarden.checkpoint import _direct, layout
+from torchgarden.checkpoint._host import to_host
+from torchgarden.checkpoint.checkpoint import _key_problems
+from torchgarden.checkpoint.errors import CheckpointMismatchError, CorruptCheckpointError
+from torchgarden.distribute.collectives import all_gather_object, get_rank, get_world_size
 
+__all__ = ["LoadedShards", "convert_to_single", "read_full_state", "read_state", "save_state"]
 
-def is_dcp(meta: Mapping[str, Any]) -> bool:
-    """Whether a checkpoint's meta.json describes the sharded (DCP) format."""
-    return meta.get("format") == FORMAT
+#: The key of the bytes holding the small items' states (``torch.save`` of a dict).
+HOST_KEY = "_host"
 
 
-class _ModuleShards:
-    """A plain ``nn.Module`` seen as a sharded item: its ``state_dict()`` tensors."""
-
-    def __init__(self, module: nn.Module) -> None:
-        self.module = module
-
-    def sharded_state_dict(self) -> dict[str, Any]:
-        return self.module.state_dict()
-
-    def load_sharded_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> None:
-        self.module.load_state_dict(state, strict=strict)
+@contextlib.contextmanager
+def quiet_if(alone: bool) -> Iterator[None]:
+    """Silences DCP's warning that one process "assumes the intent" of saving alone."""
+    if not alone:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is (disabled, )?unavail")
+        yield
 
 
-def _sharded_view(item: Any) -> Any:
-    """The item as something with a sharded state, or None (a host item)."""
-    if callable(getattr(item, "sharded_state_dict", None)):
-        return item
-    if isinstance(item, nn.Module):
-        return _ModuleShards(item)
-    return None
+class _SafeLoadPlanner(DefaultLoadPlanner):
+    """DCP's default load planner with ``weights_only=True`` for non-tensor leaves."""
 
-
-def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
-    """This rank's part of a DCP checkpoint of ``items`` (every rank calls it).
-
-    Sharded items give their ``sharded_state_dict()``; the others' ``state_dict()`` is
-    taken on every rank (it may be a collective, e.g. a per-rank data position) and rank
-    0's is pickled under ``_host``.
-    """
-    rank = _ranks.process_rank()[0]
-    state: dict[str, Any] = {}
-    host: dict[str, Any] = {}
-    for name, item in items.items():
-        view = _sharded_view(item)
-        if view is not None:
-            state[name] = view.sharded_state_dict()
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        loaded = _direct.safe_load(value, f"the DCP entry {read_item.dest_index.fqn!r}")
+        if self.flatten_state_dict:
+            set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], loaded)
         else:
-            host[name] = item.state_dict()
-    if rank == 0:
-        state[_dcp_io.HOST_KEY] = _dcp_io.host_blob(to_host(host, copy=True))
+            self.state_dict[read_item.dest_index.fqn] = loaded
+
+
+class _SafeEmptyPlanner(_EmptyStateDictLoadPlanner):
+    """DCP's template-free planner with ``weights_only=True`` for non-tensor leaves."""
+
+    load_bytes = _SafeLoadPlanner.load_bytes
+
+
+def _read_metadata(path: str) -> Metadata:
+    try:
+        return dcp.FileSystemReader(path).read_metadata()
+    except Exception as e:
+        raise CorruptCheckpointError(
+            f"{path!r}: its DCP index {layout.METADATA_FILE} is unreadable "
+            f"({type(e).__name__}: {e})."
+        ) from e
+
+
+def _saved_items(metadata: Metadata) -> set[str]:
+    """The top-level names DCP holds tensors or values for (the host key left out)."""
+    return {key.split(".", 1)[0] for key in metadata.state_dict_metadata} - {HOST_KEY}
+
+
+def _load_full(path: str, keys: Iterable[str]) -> dict[str, Any]:
+    """The entries under top-level ``keys`` as full CPU tensors, read by this process alone
+    whatever the writer's world size."""
+    state: dict[str, Any] = {}
+    # format_utils.dcp_to_torch_save reads the same way: the public dcp.load copies its
+    # argument, so an empty dict it fills would never reach the caller.
+    _load_state_dict(state, storage_reader=dcp.FileSystemReader(path),
+                     planner=_SafeEmptyPlanner(keys=set(keys)), no_dist=True)
     return state
 
 
-def verify_files(path: str, meta: Mapping[str, Any]) -> None:
-    """Checks sizes and checksums, each rank a share of the files; raises on every rank.
+def _host_state(path: str, metadata: Metadata) -> dict[str, Any]:
+    """The small items' states rank 0 saved (``{}`` when there are none)."""
+    if HOST_KEY not in metadata.state_dict_metadata:
+        return {}
+    blob = _load_full(path, {HOST_KEY})[HOST_KEY]
+    state = _direct.safe_load(io.BytesIO(blob), f"{path!r} ({HOST_KEY})")
+    if not isinstance(state, dict):
+        raise CorruptCheckpointError(f"{path!r}: {HOST_KEY} holds a {type(state).__name__}.")
+    return state
 
-    Raises:
-        CorruptCheckpointError: A file is missing, truncated or altered.
-    """
-    rank, world_size = _ranks.process_rank()
-    names = sorted(meta["files"])
-    problem = None
-    for name in names[rank::world_size]:
-        file_path = os.path.join(path, name)
-        info = meta["files"][name]
-        if not os.path.isfile(file_path):
-            problem = f"{file_path!r} is missing."
-        elif os.path.getsize(file_path) != info["bytes"]:
-            problem = (f"{file_path!r} has {os.path.getsize(file_path)} bytes but "
-                       f"{_storage.META_FILE} records {info['bytes']} (truncated or altered).")
-        else:
-            algorithm = next((a for a in _storage._DIGESTS if a in info), None)
-            if algorithm is None or _storage._file_digest(file_path, algorithm) != info[algorithm]:
-                problem = (f"{file_path!r} does not match its checksum in {_storage.META_FILE} "
-                           "(altered).")
-        if problem:
-            break
-    problems = [p for p in _ranks.gather(problem) if p]
+
+def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool) -> None:
+    """Raises ``CheckpointMismatchError`` before loading into a template that does not fit."""
+    flat, _ = flatten_state_dict(dict(template))
+    saved = {key: entry.size if isinstance(entry, TensorStorageMetadata) else None
+             for key, entry in metadata.state_dict_metadata.items()}
+    problems = _key_problems(flat, saved, missing=strict)
     if problems:
-        raise CorruptCheckpointError(problems[0])
+        raise CheckpointMismatchError("; ".join(problems))
+
+
+def index_layout(state: Any) -> Any:
+    """Turns an optimizer state keyed by parameter name (``get_optimizer_state_dict``) into
+    torch's layout, keyed by position in the param groups; other values (a wrapper's
+    ``"optimizer"`` entry is looked into) are returned as they are."""
+    if not isinstance(state, Mapping):
+        return state
+    groups = state.get("param_groups")
+    if isinstance(groups, list) and isinstance(state.get("state"), Mapping) and any(
+        isinstance(name, str) for group in groups for name in group.get("params", ())
+    ):
+        order = [name for group in groups for name in group["params"]]
+        index = {name: i for i, name in enumerate(order)}
+        return {
+            **state,
+            "state": {index[name]: value for name, value in state["state"].items()},
+            "param_groups": [
+                {**group, "params": [index[name] for name in group["params"]]}
+                for group in groups
+            ],
+        }
+    if isinstance(state.get("optimizer"), Mapping):
+        return {**state, "optimizer": index_layout(state["optimizer"])}
+    return state
+
+
+def _shards(item: Any) -> Any:
+    """The item's sharded state (a plain module's ``state_dict()``), or None for a host item."""
+    if callable(getattr(item, "sharded_state_dict", None)):
+        return item.sharded_state_dict()
+    return item.state_dict() if isinstance(item, nn.Module) else None
+
+
+def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
+    """This rank's part of a DCP checkpoint of ``items`` (every rank calls it): the sharded
+    states, and rank 0's states of the other items (taken on every rank: one may be a
+    collective, e.g. a per-rank data position) pickled under ``_host``."""
+    state: dict[str, Any] = {}
+    host: dict[str, Any] = {}
+    for name, item in items.items():
+        shards = _shards(item)
+        if shards is not None:
+            state[name] = shards
+        else:
+            host[name] = item.state_dict()
+    if get_rank() == 0:
+        buffer = io.BytesIO()
+        torch.save(to_host(host, copy=True), buffer)
+        state[HOST_KEY] = buffer.getvalue()
+    return state
 
 
 class LoadedShards:
-    """A sharded item's entry in a DCP checkpoint, read when it is applied to the item.
-
+    """Item ``name``'s entry in the DCP checkpoint at ``path``, read when
     ``Checkpoint.load_state_dict`` calls :meth:`apply_to` (a collective for sharded items:
-    every rank applies the same items in the same order).
-
-    Args:
-        path: The checkpoint directory.
-        name: The item's name (its top-level key in the checkpoint).
-        metadata: DCP's index of the checkpoint.
-    """
+    every rank applies the same items in the same order)."""
 
     def __init__(self, path: str, name: str, metadata: Any) -> None:
         self.path, self.name, self.metadata = path, name, metadata
 
     def apply_to(self, item: Any, *, strict: bool = True) -> None:
-        """Loads the entry into ``item``: resharded into its template when it has a
-        sharded state, else in full through its ``load_state_dict``.
-
-        Raises:
-            CheckpointMismatchError: The item's keys or shapes differ from the checkpoint's.
-        """
-        view = _sharded_view(item)
-        if view is None:
-            full = _dcp_io.load_full(self.path, {self.name})[self.name]
-            item.load_state_dict(_dcp_io.index_layout(full))
+        """Loads the entry into ``item``: resharded into its sharded state, else in full
+        through its ``load_state_dict``; raises ``CheckpointMismatchError`` on other keys
+        or shapes."""
+        shards = _shards(item)
+        if shards is None:
+            item.load_state_dict(index_layout(_load_full(self.path, {self.name})[self.name]))
             return
-        template = {self.name: view.sharded_state_dict()}
+        template = {self.name: shards}
         try:
-            _dcp_io.check_fits(template, self.metadata, strict=strict)
+            _check_fits(template, self.metadata, strict=strict)
         except CheckpointMismatchError as e:
             message = f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: {e}"
             keep_fresh = getattr(item, "sharded_mismatch", None)
@@ -172,40 +196,36 @@ class LoadedShards:
                 keep_fresh(message)
                 return
             raise CheckpointMismatchError(message) from None
-        _dcp_io.load_into(self.path, template, strict=strict)
-        if isinstance(view, _ModuleShards):
-            view.load_sharded_state_dict(template[self.name], strict=strict)
+        # Every rank passes the same keys; DTensor entries receive this rank's shard of the
+        # saved tensor, resharded from however many ranks wrote it.
+        alone = get_world_size() == 1
+        with quiet_if(alone):
+            dcp.load(template, storage_reader=dcp.FileSystemReader(self.path),
+                     planner=_SafeLoadPlanner(allow_partial_load=not strict), no_dist=alone)
+        if callable(getattr(item, "load_sharded_state_dict", None)):
+            item.load_sharded_state_dict(template[self.name])
         else:
-            view.load_sharded_state_dict(template[self.name])
+            item.load_state_dict(template[self.name], strict=strict)
 
     def __repr__(self) -> str:
         return f"LoadedShards({self.path!r}, {self.name!r})"
 
 
 def read_state(path: str, meta: Mapping[str, Any], *, hashes: bool) -> dict[str, Any]:
-    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint.
-
-    Host items' states are read now (with the recorded global step checked against the
-    name); sharded items come as :class:`LoadedShards`, read when applied. Every rank calls
-    it: the hashes are checked by all ranks together.
-
-    Raises:
-        CorruptCheckpointError: A damaged file, an unreadable index, or a recorded global
-            step other than the name's.
-    """
+    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint (every rank calls
+    it): host items' states, and :class:`LoadedShards` for the others. With ``hashes``
+    every rank checks a share of the files; a damaged one raises
+    ``CorruptCheckpointError`` on every rank."""
     if hashes:
-        verify_files(path, meta)
-    metadata = _dcp_io.read_metadata(path)
-    state: dict[str, Any] = _dcp_io.host_state(path, metadata)
-    for name in _dcp_io.saved_items(metadata):
+        share = (get_rank(), get_world_size())
+        problem = layout.file_problem(path, meta, share=share)
+        problems = [p for p in all_gather_object(problem) if p]
+        if problems:
+            raise CorruptCheckpointError(problems[0])
+    metadata = _read_metadata(path)
+    state: dict[str, Any] = _host_state(path, metadata)
+    for name in _saved_items(metadata):
         state[name] = LoadedShards(path, name, metadata)
-    item = state.get("global_step")
-    step = item.get("value") if isinstance(item, Mapping) else None
-    number = _storage.checkpoint_number(path)
-    if type(step) is int and step != number:
-        raise CorruptCheckpointError(
-            f"{path!r} records global step {step} but is named for step {number}."
-        )
     return state
 
 
@@ -220,16 +240,15 @@ def read_full_state(path: str | os.PathLike[str], items: Any = None) -> dict[str
         items: Top-level item names to read (e.g. ``["model"]``); None reads all.
     """
     path = os.fspath(path)
-    meta = _storage.read_meta(path)
-    if not is_dcp(meta):
-        state = _storage.load_state(path)
+    if not layout.is_sharded(layout.read_meta(path)):
+        state = _direct.load_state(path)
         return state if items is None else {k: v for k, v in state.items() if k in items}
-    metadata = _dcp_io.read_metadata(path)
-    wanted = _dcp_io.saved_items(metadata) if items is None else set(items)
-    host = _dcp_io.host_state(path, metadata)
-    sharded = _dcp_io.load_full(path, wanted & _dcp_io.saved_items(metadata))
+    metadata = _read_metadata(path)
+    wanted = _saved_items(metadata) if items is None else set(items)
+    host = _host_state(path, metadata)
+    sharded = _load_full(path, wanted & _saved_items(metadata))
     state = {k: v for k, v in host.items() if items is None or k in wanted}
-    state.update({k: _dcp_io.index_layout(v) for k, v in sharded.items()})
+    state.update({k: index_layout(v) for k, v in sharded.items()})
     return state
 
 
@@ -246,15 +265,15 @@ def convert_to_single(path: str | os.PathLike[str], output_dir: str | os.PathLik
         FileExistsError: ``<output_dir>/<name>-<N>`` exists already.
     """
     path = os.fspath(path)
-    meta = _storage.verify(path)
-    if not is_dcp(meta):
-        raise ValueError(f"{path!r} is a single-file checkpoint already ({_storage.STATE_FILE}).")
+    meta = layout.verify(path, check_step=False)
+    if not layout.is_sharded(meta):
+        raise ValueError(f"{path!r} is a single-file checkpoint already ({layout.STATE_FILE}).")
     name = os.path.basename(os.path.normpath(path)).rsplit("-", 1)[0]
-    number = _storage.checkpoint_number(path)
-    target = os.path.join(os.fspath(output_dir), f"{name}-{number}")
+    number = layout.checkpoint_number(path)
+    target = layout.checkpoint_path(os.fspath(output_dir), name, number)
     if os.path.lexists(target):
         raise FileExistsError(f"{target!r} exists already; choose another output directory.")
     extra = {**(meta.get("extra") or {}), "converted_from": path}
-    return _storage.write_checkpoint(
+    return _direct.write_checkpoint(
         os.fspath(output_dir), name, number, read_full_state(path),
-        config=meta.get("config"), extra=extra, version=package_version())
+        config=meta.get("config"), extra=extra, version=layout.package_version())

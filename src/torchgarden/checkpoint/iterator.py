@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
-from torchgarden.checkpoint import _storage, selection
+from torchgarden.checkpoint import layout
 from torchgarden.checkpoint.errors import CheckpointError
 
 __all__ = ["checkpoints_iterator"]
@@ -15,17 +15,17 @@ __all__ = ["checkpoints_iterator"]
 def _is_complete(path: str) -> bool:
     """Cheap completeness check: a well-formed manifest and every file at its recorded size."""
     try:
-        meta = selection.read_manifest(path)
+        meta = layout.read_manifest(path)
     except CheckpointError:
         return False
-    return selection.sizes_match(path, meta)
+    return layout.file_problem(path, meta, hashes=False) is None
 
 
 def _wait_for_new(
     directory: str, name: str, last_number: int, deadline: float | None, poll_interval: float
 ) -> tuple[int, str] | None:
     while True:
-        found = _storage.list_checkpoints(directory, name)
+        found = layout.list_checkpoints(directory, name)
         if found and found[-1][0] > last_number and _is_complete(found[-1][1]):
             return found[-1]
         if deadline is not None and time.monotonic() + poll_interval > deadline:
@@ -34,13 +34,9 @@ def _wait_for_new(
 
 
 def checkpoints_iterator(
-    directory: str | os.PathLike[str],
-    *,
-    timeout: float | None = None,
-    timeout_fn: Callable[[], bool] | None = None,
-    min_interval_secs: float = 0,
-    poll_interval: float = 1.0,
-    checkpoint_name: str = "ckpt",
+    directory: str | os.PathLike[str], *, timeout: float | None = None,
+    timeout_fn: Callable[[], bool] | None = None, min_interval_secs: float = 0,
+    poll_interval: float = 1.0, checkpoint_name: str = "ckpt",
 ) -> Iterator[str]:
     """Yields the path of each new complete checkpoint as it appears (``tf.train`` semantics).
 
@@ -68,14 +64,13 @@ def checkpoints_iterator(
         deadline = None if timeout is None else time.monotonic() + timeout
         found = _wait_for_new(directory, checkpoint_name, last_number, deadline, poll_interval)
         if found is None:
-            if timeout_fn is None or timeout_fn():
-                # The writer may have saved its last checkpoint just after the scan above
-                # and then signalled the end: one more scan, so it is never missed.
-                found = _wait_for_new(directory, checkpoint_name, last_number, 0.0, 0.0)
-                if found is None:
-                    return
-            else:
+            if timeout_fn is not None and not timeout_fn():
                 continue
+            # The writer may have saved its last checkpoint just after the scan above and
+            # then signalled the end: one more scan, so it is never missed.
+            found = _wait_for_new(directory, checkpoint_name, last_number, 0.0, 0.0)
+            if found is None:
+                return
         started = time.monotonic()
         last_number = found[0]
         yield found[1]

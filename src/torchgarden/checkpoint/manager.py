@@ -1,31 +1,24 @@
 """``CheckpointManager``: numbered, atomic, verified checkpoints with retention.
 
-Follows Orbit / ``tf.train.CheckpointManager`` save rules (skip a number that
-exists, interval gating, first save always happens, the interval restarts at
-the restored number) on a layout where each checkpoint is a directory:
-
-```
-<directory>/<checkpoint_name>-<N>/state.pt    torch.save of Checkpoint.state_dict()
-<directory>/<checkpoint_name>-<N>/meta.json   manifest (checksum + size per file), written last
-```
-
-or, with ``checkpoint_format="dcp"``, each rank's shards in DCP's layout (``dcp.py``).
+Follows Orbit / ``tf.train.CheckpointManager`` save rules (skip a number that exists,
+interval gating, the interval restarts at the restored number) on the directory layout
+of ``layout``; how a checkpoint is written is its format's business (``_formats``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
-from torchgarden.checkpoint import _ranks, _rules, _storage, dcp, selection
-from torchgarden.checkpoint._storage import checkpoint_number, latest_checkpoint, read_meta
-from torchgarden.checkpoint._writer import CheckpointWriter
+from torchgarden.checkpoint import _formats, layout, selection
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CheckpointMismatchError
+from torchgarden.distribute.collectives import broadcast_object, is_chief
 
-__all__ = ["CheckpointManager", "checkpoint_number", "latest_checkpoint", "read_meta"]
+__all__ = ["CheckpointManager"]
 
 logger = logging.getLogger("torchgarden")
 
@@ -33,27 +26,18 @@ logger = logging.getLogger("torchgarden")
 class CheckpointManager:
     """Saves, retains, verifies and restores numbered checkpoints of a :class:`Checkpoint`.
 
-    Save rules (``save(number)``), as in TensorFlow's manager:
+    Save rules (``save(number)``), as in TensorFlow's manager: a number that already has
+    a checkpoint is skipped; with interval checking, a save happens only when ``number``
+    has reached the next multiple of ``checkpoint_interval`` after the last saved (or
+    restored) number, so checkpoints land on 1000, 2000, ... (Orbit/TF instead save the
+    first call after a fresh start and count the interval from there);
+    ``checkpoint_interval=None`` saves always. Once a checkpoint is durable, the oldest
+    beyond ``max_to_keep`` are deleted (a reader sees all of one or nothing).
 
-    * a number that already has a checkpoint is skipped;
-    * with interval checking, a save happens only when ``number`` has reached the next
-      multiple of ``checkpoint_interval`` after the last saved (or restored) number, so
-      checkpoints land on 1000, 2000, ... (Orbit/TF instead always save the first call
-      after a fresh start and then count the interval from that step);
-    * after a restore, ``last_saved`` is the restored number;
-    * ``checkpoint_interval=None`` saves always (Orbit never saves without an interval).
-
-    Each checkpoint is written to a hidden temp directory, fsynced and renamed into place,
-    so ``<name>-<N>`` is never half-written; once it is durable, the oldest beyond
-    ``max_to_keep`` are renamed away, then deleted (a reader sees all of one or nothing).
-
-    Under ``torch.distributed`` only rank 0 writes; ``save`` on another rank returns
-    None. If an item's ``state_dict()`` is a collective (``collective_state_dict =
-    True``, e.g. FSDP2 state gathered by ``torchgarden.distribute``), every rank must
-    call ``save`` together: rank 0 applies the rules above and broadcasts its decision,
-    all ranks gather, rank 0 writes. Every rank restores from the files. With
-    ``checkpoint_format="dcp"`` every rank calls ``save`` and writes its own shards
-    (``torchgarden.checkpoint.dcp``); loading reshards to the current world size.
+    Under ``torch.distributed`` rank 0 alone writes a ``"single"`` checkpoint (``save``
+    returns None elsewhere) unless an item's ``state_dict()`` is a collective
+    (``collective_state_dict = True``); then, and always with ``"dcp"``, every rank calls
+    ``save`` together and rank 0 decides whether it is due. Every rank restores.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
@@ -73,46 +57,39 @@ class CheckpointManager:
         enable_async: Write in a background thread; ``save`` only copies the state
             to host memory. Defaults to False.
         version: The torchgarden version recorded in meta.json. Defaults to the
-            installed package version, or ``"unknown"``.
+            installed one.
         config: The resolved experiment config recorded in every meta.json unless
             ``save(config=...)`` gives another. Defaults to None.
         checkpoint_format: ``"single"`` (one ``state.pt`` written by rank 0) or ``"dcp"``
-            (each rank writes its shards with ``torch.distributed.checkpoint``). Both
-            formats are read whatever this says. Defaults to ``"single"``.
+            (each rank writes its shards with ``torch.distributed.checkpoint``); both are
+            read whatever this says. Defaults to ``"single"``.
+
+    Raises:
+        ValueError: An argument is out of range or ``checkpoint_format`` is unknown.
     """
 
     def __init__(
-        self,
-        checkpoint: Checkpoint,
-        directory: str | os.PathLike[str],
-        *,
-        max_to_keep: int | None = 5,
-        checkpoint_interval: int | None = None,
-        checkpoint_name: str = "ckpt",
-        init_fn: Callable[[], None] | None = None,
-        enable_async: bool = False,
-        version: str | None = None,
-        config: dict[str, Any] | None = None,
-        checkpoint_format: str = "single",
+        self, checkpoint: Checkpoint, directory: str | os.PathLike[str], *,
+        max_to_keep: int | None = 5, checkpoint_interval: int | None = None,
+        checkpoint_name: str = "ckpt", init_fn: Callable[[], None] | None = None,
+        enable_async: bool = False, version: str | None = None,
+        config: dict[str, Any] | None = None, checkpoint_format: str = "single",
     ) -> None:
-        _rules.check_arguments(max_to_keep, checkpoint_interval, checkpoint_name,
-                               checkpoint_format)
+        format_class = _formats.format_class(checkpoint_format)
+        _check_arguments(max_to_keep, checkpoint_interval, checkpoint_name)
         self._checkpoint = checkpoint
         self._directory = os.fspath(directory)
         self._max_to_keep = -1 if max_to_keep is None else max_to_keep
         self._checkpoint_interval = checkpoint_interval
         self._checkpoint_name = checkpoint_name
         self._init_fn = init_fn
-        self._enable_async = enable_async
         self._config = config
         self._last_saved_number: int | None = None
         # Entries found unusable (corrupt, incomplete, misnamed, non-finite): never resumed,
         # never counted or deleted by retention, set aside when their step is saved again.
         self._unusable: set[str] = set()
         self._prepared: tuple[str, dict[str, Any]] | None = None
-        self._format = checkpoint_format
-        writer = dcp.DcpWriter if checkpoint_format == dcp.FORMAT else CheckpointWriter
-        self._writer: Any = writer(
+        self._format = format_class(
             self._directory, checkpoint_name, on_written=self._on_written,
             resume_from=lambda: self.latest_checkpoint, enable_async=enable_async,
             version=version)
@@ -135,7 +112,7 @@ class CheckpointManager:
     @property
     def checkpoint_format(self) -> str:
         """``"single"`` or ``"dcp"``: how this manager writes checkpoints."""
-        return self._format
+        return self._format.name
 
     @property
     def checkpoint_name(self) -> str:
@@ -155,56 +132,34 @@ class CheckpointManager:
     @property
     def checkpoints(self) -> list[str]:
         """Paths of complete checkpoints, oldest (lowest number) first."""
-        return [p for _, p in self._list()]
+        found = layout.list_checkpoints(self._directory, self._checkpoint_name)
+        return [path for _, path in found if path not in self._unusable]
 
     @property
     def latest_checkpoint(self) -> str | None:
         """Path of the highest-numbered complete checkpoint, or None."""
-        found = self._list()
-        return found[-1][1] if found else None
-
-    def _list(self) -> list[tuple[int, str]]:
-        found = _storage.list_checkpoints(self._directory, self._checkpoint_name)
-        return [(n, p) for n, p in found if p not in self._unusable]
-
-    def _path(self, number: int) -> str:
-        return os.path.join(self._directory, f"{self._checkpoint_name}-{number}")
-
-    @staticmethod
-    def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
-        """Returns a checkpoint's meta.json as a dict (see :func:`read_meta`)."""
-        return _storage.read_meta(path)
-
-    @staticmethod
-    def checkpoint_number(path: str | os.PathLike[str]) -> int:
-        """Returns the number ``N`` of a path ending in ``-<N>``."""
-        return _storage.checkpoint_number(path)
+        found = self.checkpoints
+        return found[-1] if found else None
 
     @staticmethod
     def verify(path: str | os.PathLike[str]) -> None:
-        """Checks a checkpoint's files against the sizes and sha256 sums in its meta.json.
+        """Checks a checkpoint's files against the sizes and checksums in its meta.json.
 
         Raises:
-            CorruptCheckpointError: meta.json is missing, unreadable or malformed, records
-                another step than the directory's name, or a file is missing, truncated
-                or altered.
+            CorruptCheckpointError: meta.json is missing, malformed or records another step
+                than the name's, or a file is missing, truncated or altered.
             CheckpointFormatError: The checkpoint was written in a newer format.
         """
-        selection.verify(path)
+        layout.verify(path)
 
     def save(
-        self,
-        checkpoint_number: int,
-        *,
-        check_interval: bool = True,
-        config: dict[str, Any] | None = None,
-        extra: dict[str, Any] | None = None,
+        self, checkpoint_number: int, *, check_interval: bool = True,
+        config: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
     ) -> str | None:
         """Saves a checkpoint numbered ``checkpoint_number`` unless the save rules skip it.
 
-        With ``enable_async`` this copies the state to host memory, starts the
-        write in a background thread, and returns; the previous async save is
-        waited for first.
+        With ``enable_async`` this waits for the previous save, copies the state to host
+        memory, starts the write in a background thread, and returns.
 
         Args:
             checkpoint_number: The number (the global step) in the directory name.
@@ -228,59 +183,45 @@ class CheckpointManager:
         number = int(checkpoint_number)
         if number < 0:
             raise ValueError(f"checkpoint_number must be >= 0, got {number}.")
-        rank, world_size = _ranks.process_rank()
-        sharded = self._format == dcp.FORMAT
-        items = self._checkpoint.items
-        collective = world_size > 1 and (sharded or _ranks.is_collective(items))
-        if rank != 0 and not collective:
+        every_rank = self._format.every_rank_saves(self._checkpoint.items)
+        if not every_rank and not is_chief():
             return None  # Replicated state: rank 0 alone writes it.
         self.sync()
-        due = self._save_due(number, check_interval) if rank == 0 else False
-        if collective:
-            due = _ranks.agree(due)  # Rank 0 decides; then every rank gathers.
+        due = is_chief() and self._save_due(number, check_interval)
+        if every_rank:
+            due = broadcast_object(due)  # Rank 0 decides; then every rank takes part.
         if not due:
             return None
-        state = dcp.save_state(items) if sharded else self._checkpoint.state_dict()
-        config = self._config if config is None else config
-        name = f"{self._checkpoint_name}-{number}"
-        if sharded:  # Every rank writes its shards.
-            selection.refuse_nonfinite(items, state, name, lambda: self.latest_checkpoint,
-                                       collective=True)
-            path = self._writer.write(number, state, config=config, extra=extra)
-            self._last_saved_number = number
-            return path if rank == 0 else None
-        if rank != 0:
-            self._last_saved_number = number
-            return None
-        if not self._enable_async:
-            selection.refuse_nonfinite(items, state, name, lambda: self.latest_checkpoint)
-            written = self._writer.write(number, self._writer.to_host(state), config=config,
-                                         extra=extra)
-            self._last_saved_number = number
-            return written
-        # Like TF, the interval counts from the submitted save; the writer checks the copy.
-        host = self._writer.to_host(state)
+        check = functools.partial(
+            selection.refuse_nonfinite, self._checkpoint.items,
+            name=f"{self._checkpoint_name}-{number}", latest=lambda: self.latest_checkpoint)
+        path = self._format.write(number, self._checkpoint, extra=extra, check=check,
+                                  config=self._config if config is None else config)
+        # Like TF, the interval counts from the submitted save (an async one included).
         self._last_saved_number = number
-        self._writer.submit(number, host, config=config, extra=extra, check=lambda: (
-            selection.refuse_nonfinite(items, host, name, lambda: self.latest_checkpoint)))
-        return self._path(number)
+        return path
 
     def _save_due(self, number: int, check_interval: bool) -> bool:
-        """Applies the save rules to ``number`` (on the writing rank)."""
-        path = self._path(number)
+        """Applies the save rules to ``number`` (on rank 0)."""
+        path = layout.checkpoint_path(self._directory, self._checkpoint_name, number)
         if os.path.lexists(path):
             unusable = path in self._unusable
-            problem = None if unusable else selection.problem(path)
+            problem = None if unusable else layout.problem(path)
             if not unusable and problem is None:
                 # A checkpoint for this number is already durable: it counts as the last save.
                 self._last_saved_number = max(self._last_saved_number or 0, number)
                 return False
-            selection.set_aside(self._directory, path, problem)  # Kept for inspection.
+            aside = layout.set_aside(path)
+            log = logger.info if problem is None else logger.warning  # None: a warning named it.
+            log("set %s aside as %s (%s); saving this step afresh.", path, aside,
+                problem or "see above")
             self._unusable.discard(path)
         interval = self._checkpoint_interval
-        if check_interval and interval is not None:
-            return _rules.interval_reached(number, self._last_saved_number, interval)
-        return True
+        if not check_interval or interval is None:
+            return True
+        # Aligned intervals: saves land on 1000, 2000, ... even when loops end at other steps
+        # (Orbit instead saves the first loop of a fresh start, then every interval after it).
+        return number // interval > (self._last_saved_number or 0) // interval
 
     def _on_written(self, path: str) -> None:  # Once ``path`` is durable.
         self._apply_retention(keep=path)
@@ -288,37 +229,29 @@ class CheckpointManager:
 
     def remove_leftovers(self) -> None:
         """Deletes the hidden temp directories of saves and deletes whose process died."""
-        _storage.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
+        layout.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
 
     def _apply_retention(self, keep: str) -> None:
         if self._max_to_keep < 0:
             return
-        found = self._list()
-        excess = len(found) - self._max_to_keep
-        for _, path in found:
-            if excess <= 0:
-                break
-            if path == keep:  # the checkpoint just written (and verified by hashing) stays
-                continue
-            _storage.remove_checkpoint(path)  # Readers see all of it or nothing.
-            excess -= 1
+        found = self.checkpoints
+        excess = max(0, len(found) - self._max_to_keep)
+        for path in [p for p in found if p != keep][:excess]:  # The one just written stays.
+            layout.remove_checkpoint(path)  # Readers see all of it or nothing.
 
     def sync(self) -> None:
         """Waits for the pending async save; re-raises its error, if any."""
-        self._writer.sync()
+        self._format.sync()
 
     def restore(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        verify: bool = True,
+        self, path: str | os.PathLike[str] | None = None, *, verify: bool = True,
         strict: bool = True,
     ) -> str | None:
         """Restores the checkpoint at ``path``, or the newest one that is a resume point.
 
-        With no path, entries named ``<checkpoint_name>-<N>`` are tried newest first; one
-        that is not a resume point (``selection``) is named in one warning and skipped.
-        A ``path`` given explicitly is loaded even with non-finite parameters.
+        With no path, entries are tried newest first; one that is not a resume point
+        (``selection``) is named in one warning and skipped. A ``path`` given explicitly
+        is loaded even with non-finite parameters.
 
         Args:
             path: A checkpoint directory. Defaults to None (the newest resume point).
@@ -343,8 +276,7 @@ class CheckpointManager:
                 available = [os.path.basename(p) for p in self.checkpoints]
                 raise FileNotFoundError(
                     f"no checkpoint at {path!r}; available in {self._directory!r}: "
-                    f"{available or 'none'}."
-                )
+                    f"{available or 'none'}.")
             state = selection.read_state(path, self._checkpoint.items, hashes=verify, finite=False)
             self._apply(path, state, strict=strict)
             return path
@@ -367,19 +299,18 @@ class CheckpointManager:
         if self._prepared is None:
             return None
         path = self._prepared[0]
-        return path, _storage.read_meta(path)
+        return path, layout.read_meta(path)
 
     def _select(self, verify: bool) -> tuple[str, dict[str, Any]] | None:
-        items = self._checkpoint.items
-        return selection.select(self._directory, self._checkpoint_name, items, self._unusable,
-                                hashes=verify)
+        return selection.select(self._directory, self._checkpoint_name, self._checkpoint.items,
+                                self._unusable, hashes=verify)
 
     def _apply(self, path: str, state: dict[str, Any], *, strict: bool) -> None:
         try:
             self._checkpoint.load_state_dict(state, strict=strict)
         except CheckpointMismatchError as e:
             raise CheckpointMismatchError(f"{path}: {e}") from e
-        self._last_saved_number = _storage.checkpoint_number(path)
+        self._last_saved_number = layout.checkpoint_number(path)
 
     def restore_or_initialize(self) -> str | None:
         """Restores the latest checkpoint if any; otherwise calls ``init_fn`` and returns None."""
@@ -390,11 +321,26 @@ class CheckpointManager:
 
     def close(self) -> None:
         """Waits for a pending async save and stops the writer thread."""
-        self._writer.close()
+        self._format.close()
 
     def __repr__(self) -> str:
-        return (
-            f"CheckpointManager(directory={self._directory!r}, "
-            f"checkpoint_name={self._checkpoint_name!r}, max_to_keep={self._max_to_keep}, "
-            f"checkpoint_interval={self._checkpoint_interval})"
-        )
+        return (f"CheckpointManager(directory={self._directory!r}, "
+                f"checkpoint_name={self._checkpoint_name!r}, max_to_keep={self._max_to_keep}, "
+                f"checkpoint_interval={self._checkpoint_interval})")
+
+
+def _check_arguments(
+    max_to_keep: int | None, checkpoint_interval: int | None, checkpoint_name: str
+) -> None:
+    """Raises ``ValueError`` naming the first bad ``CheckpointManager`` argument."""
+    if max_to_keep is not None and (
+            not isinstance(max_to_keep, int) or max_to_keep == 0 or max_to_keep < -1):
+        raise ValueError(
+            f"max_to_keep must be a positive int or -1 (keep all), got {max_to_keep!r}.")
+    if checkpoint_interval is not None and (
+            not isinstance(checkpoint_interval, int) or checkpoint_interval < 1):
+        raise ValueError(f"checkpoint_interval must be a positive int or None (no interval "
+                         f"checking), got {checkpoint_interval!r}.")
+    if not checkpoint_name or os.sep in checkpoint_name or checkpoint_name.startswith("."):
+        raise ValueError(f"checkpoint_name must be a plain file name not starting with '.', "
+                         f"got {checkpoint_name!r}.")

@@ -1,27 +1,26 @@
 """``load_model_weights``: initialise a model (or some of its modules) from a checkpoint.
 
-Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``: only model
-weights are read, optionally restricted to module-name prefixes
-(``["backbone"]``), and every requested weight must be present with the same
-shape.
+Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``: only model weights are
+read, optionally restricted to module-name prefixes (``["backbone"]``), and every
+requested weight must be present with the same shape.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
-from torchgarden.checkpoint import _storage, dcp
-from torchgarden.checkpoint.checkpoint import _list_keys, _shape
+from torchgarden.checkpoint import _direct, dcp, layout
+from torchgarden.checkpoint.checkpoint import _key_problems
 from torchgarden.checkpoint.errors import (
     CheckpointMismatchError,
     CorruptCheckpointError,
     UnsafeCheckpointError,
 )
+from torchgarden.distribute.sharding import shard_like
 
 __all__ = ["load_model_weights"]
 
@@ -30,72 +29,56 @@ _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def _resolve(path: str, checkpoint_name: str) -> str:
-    if os.path.isfile(path):
-        return path
-    if any(os.path.isfile(os.path.join(path, name))
-           for name in (_storage.STATE_FILE, _storage.META_FILE)):
+    if os.path.isfile(path) or any(os.path.isfile(os.path.join(path, name))
+                                   for name in (layout.STATE_FILE, layout.META_FILE)):
         return path
     if os.path.isdir(path):
-        found = _storage.list_checkpoints(path, checkpoint_name)
+        found = layout.latest_checkpoint(path, checkpoint_name)
         if found:
-            return found[-1][1]
+            return found
         raise FileNotFoundError(
-            f"init checkpoint directory {path!r} has no '{checkpoint_name}-<N>' checkpoint."
-        )
+            f"init checkpoint directory {path!r} has no '{checkpoint_name}-<N>' checkpoint.")
     raise FileNotFoundError(f"init checkpoint {path!r} does not exist.")
 
 
 def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
-    if os.path.isdir(resolved):
-        meta_path = os.path.join(resolved, _storage.META_FILE)
-        if os.path.isfile(meta_path) and dcp.is_dcp(_storage.read_meta(resolved)):
-            if verify:
-                _storage.verify(resolved)
-            state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
-        else:
-            state = _storage.load_state(resolved, verify_files=verify)
-    else:
+    if not os.path.isdir(resolved):
+        where = f"init checkpoint {resolved!r}"
         try:
-            state = torch.load(resolved, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as e:
-            raise UnsafeCheckpointError(
-                f"init checkpoint {resolved!r} holds pickled Python objects that "
-                f"torch.load(weights_only=True) refuses ({_storage.unpickling_reason(e)}); "
-                "load only checkpoints you trust, saved as plain state dicts."
-            ) from e
+            state = _direct.safe_load(resolved, where)
+        except UnsafeCheckpointError:
+            raise
         except Exception as e:
             raise CorruptCheckpointError(
-                f"init checkpoint {resolved!r} is not a readable torch checkpoint ({e}); point "
+                f"{where} is not a readable torch checkpoint ({e}); point "
                 f"task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"
             ) from e
+    elif (os.path.isfile(os.path.join(resolved, layout.META_FILE))
+          and layout.is_sharded(layout.read_meta(resolved))):
+        if verify:
+            layout.verify(resolved, check_step=False)
+        state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
+    else:
+        state = _direct.load_state(resolved, verify_files=verify)
     if isinstance(state, Mapping) and isinstance(state.get(item), Mapping):
         state = state[item]
     if not isinstance(state, Mapping):
         raise CorruptCheckpointError(
-            f"init checkpoint {resolved!r} holds a {type(state).__name__}, expected a state dict."
-        )
+            f"init checkpoint {resolved!r} holds a {type(state).__name__}, expected a state dict.")
     return state
 
 
 def _strip_wrappers(state: Mapping[str, Any], expected: Mapping[str, Any]) -> Mapping[str, Any]:
     for prefix in _WRAPPER_PREFIXES:
-        if (
-            state
-            and all(k.startswith(prefix) for k in state)
-            and not any(k.startswith(prefix) for k in expected)
-        ):
-            state = {k[len(prefix) :]: v for k, v in state.items()}
+        if state and all(k.startswith(prefix) for k in state) and not any(
+                k.startswith(prefix) for k in expected):
+            state = {k[len(prefix):]: v for k, v in state.items()}
     return state
 
 
 def load_model_weights(
-    model: torch.nn.Module,
-    path: str | os.PathLike[str],
-    *,
-    prefixes: Sequence[str] = (),
-    item: str = "model",
-    checkpoint_name: str = "ckpt",
-    verify: bool = True,
+    model: torch.nn.Module, path: str | os.PathLike[str], *, prefixes: Sequence[str] = (),
+    item: str = "model", checkpoint_name: str = "ckpt", verify: bool = True,
 ) -> str:
     """Loads model weights from a checkpoint into ``model``, all or by module prefix.
 
@@ -114,7 +97,7 @@ def load_model_weights(
         item: The checkpoint item holding the model weights. Defaults to ``"model"``.
         checkpoint_name: The name prefix when ``path`` is a directory of checkpoints.
             Defaults to ``"ckpt"``.
-        verify: Check sizes and sha256 sums of a checkpoint directory. Defaults to True.
+        verify: Check sizes and checksums of a checkpoint directory. Defaults to True.
 
     Returns:
         The checkpoint directory or file the weights came from.
@@ -127,49 +110,26 @@ def load_model_weights(
     resolved = _resolve(os.fspath(path), checkpoint_name)
     expected = model.state_dict()
     state = _strip_wrappers(_read_weights(resolved, item, verify), expected)
-    prefixes = list(prefixes)
+    wanted = _wanted_keys(model, expected, list(prefixes))
+    problems = _key_problems({k: expected[k] for k in wanted}, state)
+    if problems:
+        title = f"init checkpoint {resolved!r} does not fit {type(model).__name__}:"
+        raise CheckpointMismatchError("\n  ".join([title, *problems]))
+    weights = {k: state[k] for k in wanted}
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        weights = shard_like(weights, expected)  # Full tensors into an FSDP2 model's shards.
+    model.load_state_dict(weights, strict=False)
+    return resolved
+
+
+def _wanted_keys(model: torch.nn.Module, expected: Mapping[str, Any],
+                 prefixes: list[str]) -> list[str]:
+    """The model's keys under ``prefixes`` (all without); raises on a prefix matching none."""
     unmatched = [p for p in prefixes if not any(k == p or k.startswith(p + ".") for k in expected)]
     if unmatched:
         top_level = sorted({k.split(".")[0] for k in expected})
         raise CheckpointMismatchError(
             f"init checkpoint prefixes {unmatched} match no weight of {type(model).__name__}; "
-            f"its top-level modules: {top_level}."
-        )
-    wanted = [
-        k
-        for k in expected
-        if not prefixes or any(k == p or k.startswith(p + ".") for p in prefixes)
-    ]
-    missing = [k for k in wanted if k not in state]
-    misshaped = [
-        f"'{k}': checkpoint {_shape(state[k])} vs model {_shape(expected[k])}"
-        for k in wanted
-        if k in state and _shape(state[k]) != _shape(expected[k])
-    ]
-    if missing or misshaped:
-        lines = [f"init checkpoint {resolved!r} does not fit {type(model).__name__}:"]
-        if missing:
-            lines.append(f"  missing keys ({len(missing)}): {_list_keys(missing)}")
-        if misshaped:
-            lines.append(
-                f"  mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}"
-            )
-        raise CheckpointMismatchError("\n".join(lines))
-    model.load_state_dict(_shard_like_model({k: state[k] for k in wanted}, expected), strict=False)
-    return resolved
-
-
-def _shard_like_model(weights: dict[str, Any], expected: Mapping[str, Any]) -> dict[str, Any]:
-    """Cuts full tensors into the shards of an FSDP2 model's ``DTensor`` weights."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        return weights
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
-    for key, target in expected.items():
-        if key in weights and isinstance(target, DTensor):
-            full = weights[key].to(device=target.device, dtype=target.dtype)
-            # src_data_rank=None: every rank cuts its shard from its own copy.
-            weights[key] = distribute_tensor(
-                full, target.device_mesh, target.placements, src_data_rank=None
-            )
-    return weights
+            f"its top-level modules: {top_level}.")
+    return [k for k in expected
+            if not prefixes or any(k == p or k.startswith(p + ".") for p in prefixes)]

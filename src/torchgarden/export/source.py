@@ -25,6 +25,7 @@ from torchgarden.checkpoint import (
     CheckpointError,
     CheckpointManager,
     checkpoint_number,
+    layout,
     read_full_state,
     read_meta,
     selection,
@@ -114,9 +115,9 @@ def find_checkpoint(model_dir: str, checkpoint: str = "auto") -> str:
 def _newest_verified(directory: str, name: str) -> str | None:
     """The newest ``<name>-<N>`` whose manifest and hashes verify; others are named in a
     warning and skipped (as a resumed run skips them)."""
-    for _, candidate in reversed(selection.entries(directory, name)):
+    for _, candidate in reversed(layout.entries(directory, name)):
         try:
-            selection.verify(candidate)
+            layout.verify(candidate)
         except CheckpointError as e:
             _logger.warning("skipping checkpoint %s: %s", candidate, e)
             continue

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from torchgarden.checkpoint import CheckpointManager, CorruptCheckpointError, checkpoints_iterator
-from torchgarden.checkpoint._storage import remove_checkpoint
+from torchgarden.checkpoint.layout import remove_checkpoint
 from torchgarden.core import GlobalStep
 from torchgarden.loop import Controller, controller
 

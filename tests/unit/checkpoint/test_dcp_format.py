@@ -115,7 +115,7 @@ def test_optimizer_state_by_parameter_name_maps_to_torch_indices():
                "param_groups": [{"lr": 0.1, "params": ["a.bias"]},
                                 {"lr": 0.2, "params": ["b.weight"]}]}
     wrapped = {"scale": 4.0, "optimizer": by_name}
-    assert dcp_format._dcp_io.index_layout(wrapped) == {
+    assert dcp_format.index_layout(wrapped) == {
         "scale": 4.0,
         "optimizer": {"state": {1: {"step": 1}, 0: {"step": 2}},
                       "param_groups": [{"lr": 0.1, "params": [0]}, {"lr": 0.2, "params": [1]}]},

@@ -9,7 +9,7 @@ import pytest
 import torch
 import xxhash
 
-from torchgarden.checkpoint import _direct, _storage
+from torchgarden.checkpoint import _direct
 
 
 @pytest.mark.skipif(not _direct.direct_io_available(), reason="no O_DIRECT on this OS")
@@ -33,9 +33,9 @@ def test_a_file_system_without_direct_io_gets_buffered_writes(tmp_path, monkeypa
     def refuse(path):
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)
 
-    monkeypatch.setattr(_storage, "DirectFile", refuse)
+    monkeypatch.setattr(_direct, "DirectFile", refuse)
     state = {"w": torch.arange(10.0)}
-    entry = _storage._save_hashed(state, str(tmp_path / "state.pt"))
+    entry = _direct.save_hashed(state, str(tmp_path / "state.pt"))
     with open(tmp_path / "state.pt", "rb") as f:
         data = f.read()
     assert entry == {"xxh3_128": xxhash.xxh3_128(data).hexdigest(), "bytes": len(data)}
