@@ -2,10 +2,9 @@
 
 :func:`resolve_strategy` turns ``runtime.distribution_strategy`` (and torchrun's
 ``WORLD_SIZE``) into one Strategy, once per run; it is the only place that compares a
-strategy or checkpoint-format name. The Strategy then wraps the model, switches gradient
-sync off for accumulation, decides what a checkpoint saves and in which format, and says
-whether the compiled multi-step graph can run under it. Register another with
-:func:`register_strategy`. Importing this module does not import torch.
+strategy or checkpoint-format name. The Strategy wraps the model, switches gradient sync
+off for accumulation, chooses what a checkpoint saves and its format, and says whether the
+compiled multi-step graph runs under it. Importing this module does not import torch.
 
 Example:
     >>> @register_strategy("ddp_static")
@@ -47,7 +46,7 @@ def register_strategy(name: str) -> Callable[[S], S]:
 
 
 class Strategy:
-    """One process: the model as built, every process writes nothing but its own run.
+    """The base, and one process: the model as built, nothing synchronised.
 
     Args:
         auto_checkpoint_format: What ``trainer.checkpoint_format: auto`` means: the
@@ -72,7 +71,8 @@ class Strategy:
 
     def wrap_model(self, model: nn.Module, *, optimizer: Any = None, device: Any = None,
                    find_unused_parameters: bool = False) -> nn.Module:
-        """The module steps call (the model itself here)."""
+        """The module steps call (here the model itself); ``optimizer`` follows the
+        parameters where the wrapper replaces them."""
         return model
 
     def set_gradient_sync(self, model: nn.Module, enabled: bool) -> None:
@@ -117,6 +117,7 @@ class DDP(Strategy):
 
     def compiled_step_unsupported(self) -> str | None:
         return f"distribution strategy '{self.name}' (the graph has no gradient all-reduce)"
+
 
 
 @register_strategy("fsdp")

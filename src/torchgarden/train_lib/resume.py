@@ -23,10 +23,6 @@ __all__ = ["ConfiguredOptimizer", "check_best_metric", "check_resume_compatible"
 
 _logger = logging.getLogger("torchgarden")
 
-#: Config sections that must equal the checkpoint's to resume from it: what the model is
-#: and which task it is. Steps, intervals, data paths and the optimizer may change.
-_RESUME_KEYS = ("task._type", "task.model")
-
 
 def check_resume_compatible(
     params: ExperimentConfig,
@@ -34,7 +30,8 @@ def check_resume_compatible(
     *,
     checkpoint: tuple[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Refuses to resume from a checkpoint written under another model or task.
+    """Refuses to resume from a checkpoint written under another model or task
+    (``task._type`` or ``task.model`` differ; steps, data and the optimizer may change).
 
     Args:
         params: The config of the run about to start.
@@ -140,38 +137,30 @@ class ConfiguredOptimizer:
         return self._item.state_dict()
 
     def load_state_dict(self, state_dict: Any) -> None:
-        configured = self._configured()
-        saved = _param_groups(state_dict)
-        if saved is not None and _shape(saved) != _shape(self._optimizer.param_groups):
-            _logger.warning(
-                "the checkpoint's optimizer state does not fit the configured optimizer "
-                "(hyperparameters %s vs %s): its moments start fresh; the model and the rest "
-                "resume.", sorted(_shape(saved)[0][0]) if saved else [],
-                sorted(_shape(self._optimizer.param_groups)[0][0]),
-            )
+        saved, groups = _param_groups(state_dict), self._optimizer.param_groups
+        if saved is not None and _shape(saved) != _shape(groups):
+            self._fresh_moments(f"hyperparameters {sorted(_shape(saved)[0][0]) if saved else []}"
+                                f" vs {sorted(_shape(groups)[0][0])}")
             return
-        self._item.load_state_dict(state_dict)
-        self._configure(configured)
+        self._configured(self._item.load_state_dict, state_dict)
 
-    def _configured(self) -> list[dict[str, Any]]:
-        return [{k: v for k, v in group.items() if k != "params"}
-                for group in self._optimizer.param_groups]
-
-    def _configure(self, configured: list[dict[str, Any]]) -> None:
+    def _configured(self, load: Any, state_dict: Any) -> None:
+        """``load(state_dict)``, then the configured hyperparameters put back."""
+        configured = [{k: v for k, v in group.items() if k != "params"}
+                      for group in self._optimizer.param_groups]
+        load(state_dict)
         for group, values in zip(self._optimizer.param_groups, configured):
             group.update(values)
 
     def _fresh_moments(self, problem: str) -> None:
-        """A sharded checkpoint of another optimizer: its moments start fresh (as above)."""
+        """A checkpoint of another optimizer: its moments start fresh."""
         _logger.warning("the checkpoint's optimizer state does not fit the configured "
                         "optimizer (%s): its moments start fresh; the model and the rest "
                         "resume.", problem)
 
     def _load_sharded(self, state_dict: Any) -> None:
         """The sharded (DCP) load: the moments resume, the hyperparameters are configured."""
-        configured = self._configured()
-        self._item.load_sharded_state_dict(state_dict)
-        self._configure(configured)
+        self._configured(self._item.load_sharded_state_dict, state_dict)
 
 
 def check_best_metric(params: ExperimentConfig, task: Task, trainer: Any) -> None:

@@ -29,6 +29,7 @@ __all__ = ["LOCK_FILE", "ModelDirLockedError", "RunLock"]
 
 LOCK_FILE = ".torchgarden.lock"
 
+
 class ModelDirLockedError(RuntimeError):
     """Another live process writes the directory (the message names it)."""
 
