@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -15,6 +16,7 @@ from torchgarden.utils.logs import Logs
 
 __all__ = [
     "ConditionalAction",
+    "LossBound",
     "NewBestMetric",
     "RecoveryAction",
     "RecoveryHooks",
@@ -99,12 +101,20 @@ class NewBestMetric:
 
 
 class TrainingDivergedError(RuntimeError):
-    """The loss blew up more often than ``recovery_max_trials`` allows.
+    """The loss blew up more often than ``recovery_max_trials`` allows; the message is Model
+    Garden's, then the step and, where known, the batch and data file."""
 
-    The message starts with Model Garden's (``The loss value is NaN after training loop
-    and it happens K times.``) and goes on with the step and, where known, the batch and
-    data file.
-    """
+
+@dataclasses.dataclass(frozen=True)
+class LossBound:
+    """Is a step's loss a blow-up? NaN, or above ``upper_bound`` from ``begin_steps`` on
+    (Model Garden's ``loss_upper_bound`` and ``recovery_begin_steps``)."""
+
+    upper_bound: float
+    begin_steps: int
+
+    def __call__(self, step: int, loss: float) -> bool:
+        return loss != loss or (step >= self.begin_steps and loss > self.upper_bound)
 
 
 class RecoveryHooks(Protocol):
@@ -128,33 +138,25 @@ class RecoveryHooks(Protocol):
 
 
 class RecoveryAction:
-    """Recovers from a loss blow-up by rolling back (REFERENCE §11), and steps over the
+    """Rolls back a loss blow-up (:class:`LossBound`; REFERENCE §11) and steps over the
     batch that caused it.
 
-    Trips on a NaN loss at any step, or on ``loss > loss_upper_bound`` once the global
-    step is at least ``recovery_begin_steps``. Each trip restores the last finite
-    checkpoint (or the initial state) and counts one trial:
-
-    * the first trip replays the steps since that checkpoint, checking the loss after every
-      step, so a transient blow-up ends as if it never happened;
-    * a second trip within those steps is deterministic: the batches of the exact step
-      are skipped from then on (the data iterator steps over them), which changes the
-      trajectory instead of looping.
-
-    After more than ``max_trials`` trips it raises :class:`TrainingDivergedError` (Model
-    Garden's message, then the step and the batch); ``max_trials=0`` fails on the first.
+    Each trip restores the last finite checkpoint (or the initial state) and counts one
+    trial. The first replays the steps since, checking the loss after every step, so a
+    transient blow-up ends as if it never happened; a second within those steps skips the
+    batches of the exact step from then on (changing the trajectory instead of looping).
+    After more than ``max_trials`` trips it raises :class:`TrainingDivergedError`.
 
     Args:
         checkpoint_manager: Restores the latest checkpoint (or initialises).
         loss_upper_bound: Upper bound of a healthy loss. Default 1e6.
         recovery_begin_steps: First step at which the bound is enforced. Default 0.
-        max_trials: Recoveries allowed before failing. Default 0.
+        max_trials: Recoveries allowed before failing. Default 0 (fail on the first).
         global_step: The shared step counter.
         loss_key: Train-log key of the loss. Default ``"training_loss"``.
         restore: Restores the last finite state and returns what it restored (a path or
             a description). Default: ``checkpoint_manager.restore_or_initialize``.
-        hooks: Per-step checks and batch skipping (:class:`RecoveryHooks`). None: plain
-            Orbit rollbacks, nothing skipped.
+        hooks: Per-step checks and batch skipping. None: plain Orbit rollbacks.
     """
 
     def __init__(
@@ -170,8 +172,7 @@ class RecoveryAction:
         hooks: RecoveryHooks | None = None,
     ) -> None:
         self.checkpoint_manager = checkpoint_manager
-        self.loss_upper_bound = loss_upper_bound
-        self.recovery_begin_steps = recovery_begin_steps
+        self.loss_bound = LossBound(loss_upper_bound, recovery_begin_steps)
         self.max_trials = max_trials
         self.global_step = global_step
         self.loss_key = loss_key
@@ -180,27 +181,19 @@ class RecoveryAction:
         self._hooks = hooks
         self._replay_until: int | None = None  # End of the steps being replayed.
 
-    def should_recover(self, loss: float) -> bool:
-        if math.isnan(loss):
-            return True
-        return self._step() >= self.recovery_begin_steps and loss > self.loss_upper_bound
-
-    def _step(self) -> int:
-        return int(self.global_step) if self.global_step is not None else 0
-
     def __call__(self, output: Logs) -> None:
         if self.loss_key not in output:
             return
         loss = float(output[self.loss_key])  # Host sync: once per loop.
-        step = self._step()
-        if not self.should_recover(loss):
+        step = int(self.global_step) if self.global_step is not None else 0
+        hooks = self._hooks
+        if not self.loss_bound(step, loss):
             if self._replay_until is not None and step >= self._replay_until:
                 self._replay_until = None  # Replayed cleanly: a transient blow-up.
-                if self._hooks is not None:
-                    self._hooks.check_every_step(False)
+                if hooks is not None:
+                    hooks.check_every_step(False)
             return
         self.recover_counter += 1
-        hooks = self._hooks
         exact = hooks is not None and hooks.checking_every_step
         batches = hooks.current_batches() if exact and hooks is not None else []
         repeated = exact and self._replay_until is not None and step <= self._replay_until
@@ -219,14 +212,13 @@ class RecoveryAction:
             "recovering from a loss blow-up (loss=%s at step %d, trial %d of %d): restored "
             "%s; %s.", loss, step, self.recover_counter, self.max_trials, restored, action,
         )
-
     def _failure(self, loss: float, step: int, batches: list[Any], repeated: bool) -> str:
         if math.isnan(loss):
             head = (f"The loss value is NaN after training loop and it happens "
                     f"{self.recover_counter} times.")
         else:
             head = (f"The loss value is {loss}, which is larger than the bound "
-                    f"{self.loss_upper_bound}, happens {self.recover_counter} times.")
+                    f"{self.loss_bound.upper_bound}, happens {self.recover_counter} times.")
         where = f" At step {step}"
         if batches and self._hooks is not None:
             where += f", reading {self._hooks.describe(batches)}"
