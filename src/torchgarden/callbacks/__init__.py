@@ -12,14 +12,6 @@ from torchgarden.callbacks.early_stopping import EarlyStopping
 from torchgarden.callbacks.export_on_best import ExportOnBest
 
 __all__ = [
-    "Callback",
-    "LambdaCallback",
-    "EarlyStopping",
-    "ExportOnBest",
-    "ConditionalAction",
-    "NewBestMetric",
-    "RecoveryAction",
-    "RecoveryHooks",
-    "TrainingDivergedError",
-    "lookup_metric",
+    "Callback", "LambdaCallback", "EarlyStopping", "ExportOnBest", "ConditionalAction",
+    "NewBestMetric", "RecoveryAction", "RecoveryHooks", "TrainingDivergedError", "lookup_metric",
 ]

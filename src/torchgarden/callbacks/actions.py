@@ -15,11 +15,7 @@ from torchgarden.utils.files import atomic_write_text
 from torchgarden.utils.logs import Logs
 
 __all__ = [
-    "ConditionalAction",
-    "LossBound",
-    "NewBestMetric",
-    "RecoveryAction",
-    "RecoveryHooks",
+    "ConditionalAction", "LossBound", "NewBestMetric", "RecoveryAction", "RecoveryHooks",
     "TrainingDivergedError",
 ]
 
