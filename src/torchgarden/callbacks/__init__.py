@@ -2,6 +2,7 @@
 
 from torchgarden.callbacks.actions import (
     ConditionalAction,
+    ExportOnBest,
     NewBestMetric,
     RecoveryAction,
     RecoveryHooks,
@@ -9,7 +10,6 @@ from torchgarden.callbacks.actions import (
 )
 from torchgarden.callbacks.base import Callback, LambdaCallback, lookup_metric
 from torchgarden.callbacks.early_stopping import EarlyStopping
-from torchgarden.callbacks.export_on_best import ExportOnBest
 
 __all__ = [
     "Callback", "LambdaCallback", "EarlyStopping", "ExportOnBest", "ConditionalAction",

@@ -76,9 +76,8 @@ class Callback:
     @property
     def model(self) -> Any:
         """The trained ``nn.Module`` (unwrapped), when the controller's trainer has one."""
-        runner = None
-        if self.controller is not None:
-            runner = self.controller.trainer or self.controller.evaluator
+        controller = self.controller
+        runner = (controller.trainer or controller.evaluator) if controller is not None else None
         return getattr(runner, "unwrapped_model", None)
 
     def on_train_begin(self, step: int) -> None:

@@ -10,11 +10,7 @@ __all__ = ["FirstLoopNotice", "ProgressBar"]
 
 
 class ProgressBar:
-    """A tqdm bar with ETA while training runs; a no-op object when disabled.
-
-    Args:
-        enabled: Show the bar (callers pass ``sys.stdout.isatty()`` by default).
-    """
+    """A tqdm bar with ETA while training runs; does nothing unless ``enabled``."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -45,7 +41,6 @@ class ProgressBar:
             self._bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
 
     def close(self) -> None:
-        """Removes the bar."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
