@@ -27,8 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from torchgarden.checkpoint import CheckpointError, checkpoints_iterator
-from torchgarden.loop.logs import format_output, to_host
-from torchgarden.loop.progress import ProgressBar
+from torchgarden.loop.logs import ProgressBar, format_output, to_host
 from torchgarden.loop.throughput import LoopMonitor
 from torchgarden.runtime.preemption import Preempted
 from torchgarden.summary import SummaryManager, SummaryManagerInterface
