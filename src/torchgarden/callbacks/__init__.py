@@ -8,8 +8,7 @@ from torchgarden.callbacks.actions import (
     RecoveryHooks,
     TrainingDivergedError,
 )
-from torchgarden.callbacks.base import Callback, LambdaCallback, lookup_metric
-from torchgarden.callbacks.early_stopping import EarlyStopping
+from torchgarden.callbacks.base import Callback, EarlyStopping, LambdaCallback, lookup_metric
 
 __all__ = [
     "Callback", "LambdaCallback", "EarlyStopping", "ExportOnBest", "ConditionalAction",
