@@ -19,8 +19,8 @@ from torchgarden.utils.files import atomic_write_text
 from torchgarden.utils.logs import Logs
 
 __all__ = [
-    "ConditionalAction", "ExportOnBest", "LossBound", "NewBestMetric", "RecoveryAction", "RecoveryHooks",
-    "TrainingDivergedError",
+    "ConditionalAction", "ExportOnBest", "LossBound", "NewBestMetric", "RecoveryAction",
+    "RecoveryHooks", "TrainingDivergedError",
 ]
 
 _logger = logging.getLogger("torchgarden")
@@ -104,14 +104,12 @@ class NewBestMetric:
 class ExportOnBest(Callback):
     """Exports each new best checkpoint of ``best_exporter`` (Orbit's export action).
 
-    Model Garden pairs ``NewBestMetric`` with ``ExportSavedModel`` in a ``ConditionalAction``;
-    here the ``BestCheckpointExporter`` already chooses the best checkpoint, so a callback
-    watches it. After an evaluation that made a new best, it starts an export of that
-    checkpoint to ``<best dir>/export-<step>/`` and keeps the newest ``max_to_keep``.
-    Training never waits for an export except where an async checkpoint save would wait for
-    the previous one: at the next evaluation (which may replace the checkpoint being read)
-    and at the end of the run. Without ``run_experiment`` (which calls
-    ``on_experiment_end``), call :meth:`wait` at the end.
+    The ``BestCheckpointExporter`` chooses the best checkpoint (Model Garden: a
+    ``NewBestMetric`` condition). After an evaluation that made a new best, an export of it
+    starts to ``<best dir>/export-<step>/``; the newest ``max_to_keep`` are kept. Training
+    waits for an export only at the next evaluation (which may replace the checkpoint being
+    read) and at the end; without ``run_experiment`` (which calls ``on_experiment_end``),
+    call :meth:`wait` at the end.
 
     Args:
         best_exporter: The trainer's best-checkpoint exporter.
@@ -122,7 +120,6 @@ class ExportOnBest(Callback):
 
     def __init__(self, *, best_exporter: BestCheckpointExporter,
                  start: Callable[[str, str], Any], max_to_keep: int = 5) -> None:
-        super().__init__()
         if max_to_keep < 1:
             raise ValueError(f"ExportOnBest max_to_keep must be >= 1, got {max_to_keep}.")
         self.best_exporter = best_exporter

@@ -48,7 +48,6 @@ class Callback:
     Example:
         >>> class DetectOverfitting(Callback):
         ...     def __init__(self, threshold: float = 1.5):
-        ...         super().__init__()
         ...         self.threshold, self.train_loss = threshold, None
         ...     def on_train_loop_end(self, step, logs):
         ...         self.train_loss = logs["training_loss"]
@@ -118,14 +117,10 @@ _HOOKS = tuple(name for name in vars(Callback) if name.startswith("on_"))
 
 
 class LambdaCallback(Callback):
-    """A callback from plain functions: ``LambdaCallback(on_eval_end=lambda s, logs: ...)``.
-
-    Args:
-        **hooks: Hook name -> callable with that hook's signature.
-    """
+    """A callback from plain functions, each with its hook's signature:
+    ``LambdaCallback(on_eval_end=lambda step, logs: ...)``."""
 
     def __init__(self, **hooks: Callable[..., Any]) -> None:
-        super().__init__()
         for name, fn in hooks.items():
             if name not in _HOOKS:
                 hint = did_you_mean(name, _HOOKS)
@@ -160,7 +155,6 @@ class EarlyStopping(Callback):
         baseline: float | None = None,
         restore_best_weights: bool = False,
     ) -> None:
-        super().__init__()
         if mode not in ("auto", "min", "max"):
             raise ValueError(f"EarlyStopping mode must be 'auto', 'min' or 'max', got '{mode}'.")
         if patience < 0:

@@ -58,10 +58,8 @@ def _check_arguments(
     try:
         int(global_step)
     except TypeError:
-        raise ValueError(
-            "`global_step` must be an int-like counter shared with the trainer (e.g. "
-            f"trainer.global_step), got {type(global_step).__name__}."
-        ) from None
+        raise ValueError("`global_step` must be an int-like counter shared with the trainer "
+                         f"(e.g. trainer.global_step), got {type(global_step).__name__}.") from None
 
 
 class Controller:

@@ -110,12 +110,9 @@ class ProgressBar:
 
 
 class FirstLoopNotice:
-    """A callback that says the first train loop compiles (``torch.compile`` works on the
-    first call), and how long that loop took, so a quiet minute is not taken for a hang.
-
-    Args:
-        what: What the first loop does besides training, e.g. ``"torch.compile"``.
-    """
+    """A callback that says the first train loop runs ``what`` besides training (e.g.
+    ``torch.compile`` compiling), and how long that loop took, so a quiet minute is not taken
+    for a hang."""
 
     def __init__(self, what: str = "torch.compile") -> None:
         self.what = what

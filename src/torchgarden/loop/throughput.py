@@ -1,8 +1,6 @@
-"""What the Controller measures around each train loop: steps/s, the ETA, throughput.
-
-``LoopMonitor`` wraps each ``trainer.train(n)`` in two calls (``begin`` before it, ``end``
-once its logs are on the host) and holds the optional ``ThroughputMeter`` (examples/s,
-tokens/s, MFU, data wait, peak memory) and ``ProfilerWindow``.
+"""What the Controller measures around each train loop: steps/s, the ETA, throughput, a
+profile. ``LoopMonitor`` wraps each ``trainer.train(n)`` (``begin`` before it, ``end`` once
+its logs are on the host) and holds the optional ``ThroughputMeter`` and ``ProfilerWindow``.
 
 Every rate is the train loop's own: timed from the call of ``trainer.train(n)`` until its
 logs reach the host (the loop's one sync, so the device has finished its work), reading
@@ -76,12 +74,11 @@ class ThroughputMeter:
     once the loop's logs are on the host.
 
     Example:
-        >>> meter = ThroughputMeter(examples_per_step=256, tokens_per_example=1024,
-        ...                         flops_per_example=6 * 124e6 * 1024, peak_flops=989e12)
-        >>> meter.loop_begin(); start = time.perf_counter()
-        >>> to_host(trainer.train(100))  # The loop's work is done when its logs are here.
-        >>> meter.loop_end(100, time.perf_counter() - start)
-        {"throughput/examples_per_second": ..., ...}
+        >>> meter = ThroughputMeter(examples_per_step=256, peak_flops=989e12,
+        ...                         flops_per_example=6 * 124e6 * 1024)
+        >>> meter.loop_begin()  # Then train 100 steps and read their logs on the host.
+        >>> meter.loop_end(100, elapsed=20.0)["throughput/mfu"]  # 1280 examples/s.
+        0.986...
 
     Args:
         examples_per_step: Examples one optimizer step consumes, all processes together
@@ -180,9 +177,8 @@ class ProfilerWindow:
         worker_name: str | None = None,
     ) -> None:
         if not 1 <= first_step <= last_step:
-            raise ValueError(
-                f"profile steps must satisfy 1 <= first <= last, got [{first_step}, {last_step}]."
-            )
+            raise ValueError(f"profile steps must satisfy 1 <= first <= last, got "
+                             f"[{first_step}, {last_step}].")
         self.first_step, self.last_step = int(first_step), int(last_step)
         self.trace_dir = os.fspath(trace_dir)
         self._cuda = cuda
