@@ -160,9 +160,8 @@ class EarlyStopping(Callback):
         if patience < 0:
             raise ValueError(f"EarlyStopping patience must be >= 0, got {patience}.")
         if mode == "auto":
-            lowered = monitor.lower()
-            maximise = any(k in lowered for k in ("acc", "ap", "auc", "iou", "precision", "recall"))
-            mode = "max" if maximise else "min"
+            maximised = ("acc", "ap", "auc", "iou", "precision", "recall")
+            mode = "max" if any(k in monitor.lower() for k in maximised) else "min"
         self.monitor = monitor
         self.min_delta = abs(min_delta)
         self.patience = patience
@@ -187,9 +186,8 @@ class EarlyStopping(Callback):
         if self._improved(value, self.baseline if self.best_step is None else self.best):
             self.best, self.best_step, self.wait = value, step, 0
             if self.restore_best_weights and self.model is not None:
-                self._best_weights = {
-                    k: v.detach().clone() for k, v in self.model.state_dict().items()
-                }
+                state = self.model.state_dict()
+                self._best_weights = {k: v.detach().clone() for k, v in state.items()}
             return
         self.wait += 1
         if self.wait >= max(self.patience, 1) and self.controller is not None:

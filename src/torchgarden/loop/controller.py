@@ -299,8 +299,8 @@ class Controller:
         if steps != -1 and steps <= 0:
             raise ValueError(f"evaluate(steps={steps}): steps must be positive or exactly -1.")
         current = self._current_step()
-        what = f"running {steps} steps of evaluation" if steps > 0 else "running complete evaluation"
-        self._log(f" eval | step: {current: 6d} | {what}...")
+        what = f"running {steps} steps of" if steps > 0 else "running complete"
+        self._log(f" eval | step: {current: 6d} | {what} evaluation...")
         self._callbacks("on_eval_begin", current)
         start = time.perf_counter()
         eval_output = self.evaluator.evaluate(steps) or {}

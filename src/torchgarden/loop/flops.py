@@ -29,11 +29,8 @@ def count_training_flops(model: nn.Module, args: tuple[Any, ...], kwargs: dict[s
     The backward pass is that of the sum of the floating-point outputs, which has the
     cost of any loss' backward through the model; the loss itself is not counted.
     """
-    params = {
-        name: torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
-        for name, p in model.named_parameters()
-    }
-    buffers = {name: torch.empty_like(b, device="meta") for name, b in model.named_buffers()}
+    params = {n: _to_meta(p).requires_grad_(p.requires_grad) for n, p in model.named_parameters()}
+    buffers = {n: _to_meta(b) for n, b in model.named_buffers()}
     args, kwargs = tree_map(_to_meta, (args, kwargs))
     with FlopCounterMode(display=False) as counter:
         outputs = torch.func.functional_call(model, {**params, **buffers}, args, kwargs)
