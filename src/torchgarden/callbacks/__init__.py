@@ -2,24 +2,15 @@
 
 from torchgarden.callbacks.actions import (
     ConditionalAction,
+    ExportOnBest,
     NewBestMetric,
     RecoveryAction,
     RecoveryHooks,
     TrainingDivergedError,
 )
-from torchgarden.callbacks.base import Callback, LambdaCallback, lookup_metric
-from torchgarden.callbacks.early_stopping import EarlyStopping
-from torchgarden.callbacks.export_on_best import ExportOnBest
+from torchgarden.callbacks.base import Callback, EarlyStopping, LambdaCallback, lookup_metric
 
 __all__ = [
-    "Callback",
-    "LambdaCallback",
-    "EarlyStopping",
-    "ExportOnBest",
-    "ConditionalAction",
-    "NewBestMetric",
-    "RecoveryAction",
-    "RecoveryHooks",
-    "TrainingDivergedError",
-    "lookup_metric",
+    "Callback", "LambdaCallback", "EarlyStopping", "ExportOnBest", "ConditionalAction",
+    "NewBestMetric", "RecoveryAction", "RecoveryHooks", "TrainingDivergedError", "lookup_metric",
 ]

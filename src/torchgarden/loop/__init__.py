@@ -2,15 +2,9 @@
 
 from torchgarden.loop.controller import Action, Controller
 from torchgarden.loop.logs import flatten_logs, to_host
-from torchgarden.loop.profiler import ProfilerWindow
-from torchgarden.loop.throughput import LoopMonitor, ThroughputMeter
+from torchgarden.loop.throughput import LoopMonitor, ProfilerWindow, ThroughputMeter
 
 __all__ = [
-    "Action",
-    "Controller",
-    "LoopMonitor",
-    "ProfilerWindow",
-    "ThroughputMeter",
-    "flatten_logs",
+    "Action", "Controller", "LoopMonitor", "ProfilerWindow", "ThroughputMeter", "flatten_logs",
     "to_host",
 ]

@@ -24,12 +24,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from torchgarden.checkpoint import CheckpointError, checkpoints_iterator
-from torchgarden.loop.arguments import check_arguments
-from torchgarden.loop.logs import format_output, to_host
-from torchgarden.loop.progress import ProgressBar
+from torchgarden.loop.logs import ProgressBar, format_output, to_host
 from torchgarden.loop.throughput import LoopMonitor
 from torchgarden.runtime.preemption import Preempted
 from torchgarden.summary import SummaryManager, SummaryManagerInterface
@@ -42,12 +40,26 @@ _logger = logging.getLogger("torchgarden")
 Action = Callable[[Logs], Any]
 
 
-class _Trainer(Protocol):
-    def train(self, num_steps: int) -> Logs | None: ...
-
-
-class _Evaluator(Protocol):
-    def evaluate(self, num_steps: int) -> Logs | None: ...
+def _check_arguments(
+    trainer: Any, evaluator: Any, spl: Any, interval: int | None, global_step: Any
+) -> None:
+    """Raises ``ValueError`` naming the first inconsistent ``Controller`` argument."""
+    if trainer is None and evaluator is None:
+        raise ValueError("Controller needs a `trainer` or an `evaluator` (got neither).")
+    if trainer is not None and spl is None:
+        raise ValueError("`steps_per_loop` is required when a `trainer` is given.")
+    if trainer is not None and not callable(spl) and (not isinstance(spl, int) or spl < 1):
+        raise ValueError(f"`steps_per_loop` must be a positive int or a callable, got {spl!r}.")
+    if interval is not None and interval <= 0:
+        raise ValueError(f"`summary_interval` must be positive, got {interval}.")
+    if interval and isinstance(spl, int) and interval % spl:
+        raise ValueError(f"`summary_interval` ({interval}) must be a multiple of "
+                         f"`steps_per_loop` ({spl}); set it to {spl * max(1, interval // spl)}.")
+    try:
+        int(global_step)
+    except TypeError:
+        raise ValueError("`global_step` must be an int-like counter shared with the trainer "
+                         f"(e.g. trainer.global_step), got {type(global_step).__name__}.") from None
 
 
 class Controller:
@@ -80,8 +92,8 @@ class Controller:
         self,
         *,
         global_step: Any,
-        trainer: _Trainer | None = None,
-        evaluator: _Evaluator | None = None,
+        trainer: Any = None,
+        evaluator: Any = None,
         steps_per_loop: int | Callable[[int], int] | None = None,
         checkpoint_manager: Any = None,
         summary_interval: int | None = None,
@@ -97,7 +109,7 @@ class Controller:
         preemption: Any = None,
         monitor: LoopMonitor | None = None,
     ) -> None:
-        check_arguments(trainer, evaluator, steps_per_loop, summary_interval, global_step)
+        _check_arguments(trainer, evaluator, steps_per_loop, summary_interval, global_step)
         self.trainer = trainer
         self.evaluator = evaluator
         self.global_step = global_step
@@ -247,7 +259,7 @@ class Controller:
         current = self._current_step()
         self._callbacks("on_train_loop_begin", current)
         self.monitor.begin(current, num_steps)
-        train_output = self.trainer.train(num_steps) or {}  # type: ignore[union-attr]
+        train_output = self.trainer.train(num_steps) or {}
         new_step = self._current_step()
         stopped_early = bool(getattr(self.trainer, "stopped_early", False))
         if new_step - current != num_steps and not stopped_early:
@@ -287,11 +299,11 @@ class Controller:
         if steps != -1 and steps <= 0:
             raise ValueError(f"evaluate(steps={steps}): steps must be positive or exactly -1.")
         current = self._current_step()
-        what = f"running {steps} steps of evaluation" if steps > 0 else "running complete evaluation"
-        self._log(f" eval | step: {current: 6d} | {what}...")
+        what = f"running {steps} steps of" if steps > 0 else "running complete"
+        self._log(f" eval | step: {current: 6d} | {what} evaluation...")
         self._callbacks("on_eval_begin", current)
         start = time.perf_counter()
-        eval_output = self.evaluator.evaluate(steps) or {}  # type: ignore[union-attr]
+        eval_output = self.evaluator.evaluate(steps) or {}
         elapsed = time.perf_counter() - start
         for action in self.eval_actions:
             action(eval_output)
@@ -365,9 +377,8 @@ class Controller:
         self._require("evaluator", "evaluate_continuously")
         self._require("checkpoint_manager", "evaluate_continuously")
         output: Logs = {}
-        for path in checkpoints_iterator(
-            self.checkpoint_manager.directory, timeout=timeout, timeout_fn=timeout_fn,
-        ):
+        directory = self.checkpoint_manager.directory
+        for path in checkpoints_iterator(directory, timeout=timeout, timeout_fn=timeout_fn):
             try:
                 self.restore_checkpoint(path)
             except (OSError, CheckpointError):

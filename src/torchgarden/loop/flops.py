@@ -1,9 +1,5 @@
-"""FLOPs of one training example, counted with ``torch.utils.flop_counter``.
-
-The count runs the model with its parameters, buffers and inputs swapped for ``meta``
-tensors (``torch.func.functional_call``), forward and backward, so it allocates no
-memory, computes nothing and leaves the weights alone.
-"""
+"""FLOPs of one training example, counted with ``torch.utils.flop_counter`` on ``meta``
+tensors (MFU)."""
 
 from __future__ import annotations
 
@@ -26,16 +22,15 @@ def _to_meta(value: Any) -> Any:
 
 def count_training_flops(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """FLOPs of ``model(*args, **kwargs)`` forward and backward (matmuls, convolutions,
-    attention), on ``meta`` copies: nothing is computed and the model is not changed.
+    attention), run by ``torch.func.functional_call`` with the parameters, buffers and
+    inputs swapped for ``meta`` copies: nothing is allocated or computed, and the model is
+    not changed.
 
     The backward pass is that of the sum of the floating-point outputs, which has the
     cost of any loss' backward through the model; the loss itself is not counted.
     """
-    params = {
-        name: torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
-        for name, p in model.named_parameters()
-    }
-    buffers = {name: torch.empty_like(b, device="meta") for name, b in model.named_buffers()}
+    params = {n: _to_meta(p).requires_grad_(p.requires_grad) for n, p in model.named_parameters()}
+    buffers = {n: _to_meta(b) for n, b in model.named_buffers()}
     args, kwargs = tree_map(_to_meta, (args, kwargs))
     with FlopCounterMode(display=False) as counter:
         outputs = torch.func.functional_call(model, {**params, **buffers}, args, kwargs)

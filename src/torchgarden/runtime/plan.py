@@ -12,19 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from torchgarden.callbacks.actions import LossBound  # The one blow-up rule (RecoveryAction).
+
 __all__ = ["LossBound", "StepPlan"]
-
-
-@dataclasses.dataclass(frozen=True)
-class LossBound:
-    """Is a step's loss a blow-up? NaN, or above ``upper_bound`` from ``begin_steps`` on
-    (Model Garden's ``loss_upper_bound`` and ``recovery_begin_steps``)."""
-
-    upper_bound: float
-    begin_steps: int
-
-    def __call__(self, step: int, loss: float) -> bool:
-        return loss != loss or (step >= self.begin_steps and loss > self.upper_bound)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
 from torchgarden.loop import LoopMonitor, ProfilerWindow, ThroughputMeter
 from torchgarden.loop.flops import FirstBatchFlops
-from torchgarden.loop.progress import FirstLoopNotice
+from torchgarden.loop.logs import FirstLoopNotice
 from torchgarden.loop.throughput import peak_flops_per_device
 from torchgarden.summary import (
     METRICS_FILE,
