@@ -23,6 +23,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 from typing import Any
 
 __all__ = ["LOCK_FILE", "ModelDirLockedError", "RunLock"]
@@ -72,7 +73,7 @@ class RunLock:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError as e:
-                    holder = _read_holder(fd)
+                    holder = _holder_of(fd)
                     os.close(fd)
                     if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                         raise
@@ -192,6 +193,17 @@ def _same_file(fd: int, path: str) -> bool:
         return os.stat(path).st_ino == os.fstat(fd).st_ino
     except FileNotFoundError:
         return False
+
+
+def _holder_of(fd: int) -> dict[str, Any]:
+    """The holder's record; a holder that has just taken the lock writes it a moment later
+    (two runs started together), so an empty file is read again for up to a second."""
+    for _ in range(50):
+        holder = _read_holder(fd)
+        if holder:
+            return holder
+        time.sleep(0.02)
+    return holder
 
 
 def _read_holder(fd: int) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import threading
 
 import pytest
 
@@ -59,3 +61,19 @@ def test_a_full_disk_while_locking_leaves_nothing(tmp_path, monkeypatch):
         RunLock(tmp_path / "run").acquire()
     assert error.value.filename == str(tmp_path / "run" / LOCK_FILE)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_holder_that_has_not_written_its_record_yet_is_still_named(tmp_path):
+    """Two runs started together: the loser may find the lock taken and its file still
+    empty; it waits for the holder's record instead of saying "another process"."""
+    fd = os.open(tmp_path / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    record = json.dumps({"pid": 4242, "host": "h", "role": "train"}).encode()
+    writer = threading.Timer(0.1, os.pwrite, (fd, record, 0))
+    writer.start()
+    try:
+        with pytest.raises(ModelDirLockedError, match="in use: pid 4242 on host h"):
+            RunLock(tmp_path).acquire()
+    finally:
+        writer.join()
+        os.close(fd)
