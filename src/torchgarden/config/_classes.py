@@ -25,7 +25,8 @@ TYPE_KEY = "_type"
 """Reserved mapping key naming the Config class of that mapping."""
 
 _REGISTRY: dict[str, type] = {}
-_ROOT: list[type] = []
+ROOT: type | None = None
+"""`Config`, the base class of all configs (set once by `base.py`)."""
 
 
 def key_of(cls: type) -> str:
@@ -56,18 +57,8 @@ def register(cls: type) -> None:
     _REGISTRY[key_of(cls)] = cls
 
 
-def set_root(cls: type) -> None:
-    """Records `Config`, the base class of all configs (called once by `base.py`)."""
-    _ROOT[:] = [cls]
-    register(cls)
-
-
-def root() -> type:
-    return _ROOT[0]
-
-
 def is_config_class(tp: Any) -> bool:
-    return isinstance(tp, type) and bool(_ROOT) and issubclass(tp, _ROOT[0])
+    return isinstance(tp, type) and ROOT is not None and issubclass(tp, ROOT)
 
 
 def simple_names() -> dict[str, type]:
@@ -82,7 +73,11 @@ def lookup(name: Any, *, path: str) -> type:
         ConfigError: If `name` is not a string or no such class was imported.
     """
     check_class_name(name, path)
-    cls = _REGISTRY.get(name) or _import_definition(name) or _main_script_class(name)
+    if name not in _REGISTRY:  # a torchgarden module or an installed plug-in may define it
+        _plugins.import_own_module(name)
+    if name not in _REGISTRY:
+        _plugins.load_entry_points()
+    cls = _REGISTRY.get(name) or _main_script_class(name)
     if cls is None:
         module = name.rpartition(".")[0] or name
         raise ConfigError(
@@ -109,14 +104,6 @@ def _main_script_class(name: str) -> type | None:
     suffix = "." + name.partition(".")[2]
     found = [cls for key, cls in _REGISTRY.items() if key.endswith(suffix)]
     return found[0] if len(found) == 1 else None
-
-
-def _import_definition(name: str) -> type | None:
-    """Imports the torchgarden module or installed plug-ins that may define `name`."""
-    _plugins.import_own_module(name)
-    if name not in _REGISTRY:
-        _plugins.load_entry_points()
-    return _REGISTRY.get(name)
 
 
 NoneType = type(None)

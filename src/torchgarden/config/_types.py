@@ -9,6 +9,7 @@ tuple -> list, a mapping -> a sub-config. Everything else that does not fit is a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -167,32 +168,14 @@ def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool 
 
 
 def _coerce_scalar(value: Any, tp: Any, path: str) -> Any:
-    if tp is bool:
-        if type(value) is bool:
-            return value
-        raise _mismatch(value, tp, path, "; write true or false")
-    if tp is int:
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            return int(value)
-        raise _mismatch(value, tp, path)
-    if tp is float:
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise _mismatch(value, tp, path)
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise _mismatch(value, tp, path, "; quote it to pass a string")
-    if isinstance(tp, type):
-        if isinstance(value, tp):
-            return value
-        raise _mismatch(value, tp, path)
-    return value  # an annotation form this module does not check (e.g. a TypeVar)
+    """A value of class ``tp`` as it is; a float field also takes ints and numeric strings."""
+    if tp is float and isinstance(value, numbers.Real | str) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError):
+            return float(value.strip() if isinstance(value, str) else value)
+    elif not isinstance(tp, type) or _fits(value, tp):  # a TypeVar (say) is not checked
+        return int(value) if tp is int else value
+    hint = {bool: "; write true or false", str: "; quote it to pass a string"}.get(tp, "")
+    raise _mismatch(value, tp, path, hint)
 
 
 def _fits(value: Any, tp: Any) -> bool:
@@ -272,7 +255,7 @@ def named_configs_first(value: Mapping[Any, Any], members: list[Any]) -> tuple[l
 
 
 def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) -> Any:
-    if isinstance(value, _classes.root()):
+    if isinstance(value, _classes.ROOT):
         if isinstance(value, tp):
             return value
         raise _mismatch(value, tp, path)
@@ -290,7 +273,7 @@ def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) 
         if type(current) is not cls:
             current = None
     if current is None or not isinstance(current, cls):
-        if cls is _classes.root() and data:
+        if cls is _classes.ROOT and data:
             raise ConfigError(
                 f"{path or cls.__name__}: the field is annotated with the generic Config; annotate "
                 f"it with a concrete Config subclass or add '{TYPE_KEY}: module.Class' to the "
@@ -350,12 +333,12 @@ def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
         return int(value)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, _classes.root()):
+    if isinstance(value, _classes.ROOT):
         return value
     if isinstance(value, Mapping):
         if TYPE_KEY in value:
             present = current if _classes.is_config_class(type(current)) else None
-            return _coerce_config(value, _classes.root(), path, present, strict)
+            return _coerce_config(value, _classes.ROOT, path, present, strict)
         return _coerce_mapping(value, dict, path, current, strict)
     if isinstance(value, list | tuple):
         # A tuple stays a tuple, as in Model Garden (YAML has no tuples: a file gives a list).
