@@ -109,7 +109,9 @@ class Config:
             raise ConfigError(f"{key or type(self).__name__} is locked; {action}. "
                               "Use .replace(...) to get an unlocked modified copy")
 
-    def _convert(self, name: str, value: Any, *, path: str, current: Any, strict: bool = True) -> Any:
+    def _convert(
+        self, name: str, value: Any, *, path: str, current: Any, strict: bool = True
+    ) -> Any:
         """Checks and converts a value for field ``name`` (a subclass may check more)."""
         return coerce(value, field_types(type(self))[name], path=path, current=current,
                       strict=strict)

@@ -32,8 +32,7 @@ class ScheduleConfig(Config):
     """Fields shared by every schedule and warmup config."""
 
     name: str | None = None
-    """Model Garden's display name of the schedule; accepted so pasted configs read,
-    unused. Defaults to None."""
+    """Model Garden's display name of the schedule; accepted so pasted configs read, unused."""
 
 
 @dataclasses.dataclass
@@ -41,7 +40,7 @@ class ConstantLrConfig(ScheduleConfig):
     """A fixed learning rate."""
 
     learning_rate: float = 0.1
-    """The learning rate. Defaults to 0.1."""
+    """The learning rate."""
 
 
 @dataclasses.dataclass
@@ -49,11 +48,11 @@ class StepwiseLrConfig(ScheduleConfig):
     """Piecewise-constant rate: `values[i]` until step `boundaries[i]`, then the next."""
 
     boundaries: list[int] = _field(default_factory=list)
-    """Steps where the rate changes, increasing. Defaults to []."""
+    """Steps where the rate changes, increasing."""
     values: list[float] = _field(default_factory=list)
-    """Rates, one more than `boundaries`. Defaults to []."""
+    """Rates, one more than `boundaries`."""
     offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    """Steps subtracted from the global step before the schedule."""
 
 
 @dataclasses.dataclass
@@ -61,15 +60,15 @@ class ExponentialLrConfig(ScheduleConfig):
     """`initial_learning_rate * decay_rate ** (step / decay_steps)`."""
 
     initial_learning_rate: float = 0.1
-    """Rate at step 0. Defaults to 0.1."""
+    """Rate at step 0."""
     decay_steps: int = 1
-    """Steps per decay period. Defaults to 1."""
+    """Steps per decay period."""
     decay_rate: float = 0.96
-    """Factor applied per period. Defaults to 0.96."""
+    """Factor applied per period."""
     staircase: bool = False
-    """Decay in whole periods (integer division). Defaults to False."""
+    """Decay in whole periods (integer division)."""
     offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    """Steps subtracted from the global step before the schedule."""
 
 
 @dataclasses.dataclass
@@ -77,17 +76,17 @@ class PolynomialLrConfig(ScheduleConfig):
     """Polynomial decay from `initial_learning_rate` to `end_learning_rate`."""
 
     initial_learning_rate: float = 0.1
-    """Rate at step 0. Defaults to 0.1."""
+    """Rate at step 0."""
     decay_steps: int = 1
-    """Steps over which the rate decays. Defaults to 1."""
+    """Steps over which the rate decays."""
     end_learning_rate: float = 1e-4
-    """Rate after `decay_steps`. Defaults to 1e-4."""
+    """Rate after `decay_steps`."""
     power: float = 1.0
-    """Exponent of the polynomial (1.0 is linear). Defaults to 1.0."""
+    """Exponent of the polynomial (1.0 is linear)."""
     cycle: bool = False
-    """Restart the decay every `decay_steps` (with a growing period). Defaults to False."""
+    """Restart the decay every `decay_steps` (with a growing period)."""
     offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    """Steps subtracted from the global step before the schedule."""
 
 
 @dataclasses.dataclass
@@ -95,13 +94,13 @@ class CosineLrConfig(ScheduleConfig):
     """Cosine decay from `initial_learning_rate` to `alpha * initial_learning_rate`."""
 
     initial_learning_rate: float = 0.1
-    """Rate at step 0. Defaults to 0.1."""
+    """Rate at step 0."""
     decay_steps: int = 1
-    """Steps over which the rate decays. Defaults to 1."""
+    """Steps over which the rate decays."""
     alpha: float = 0.0
-    """Final rate as a fraction of the initial one. Defaults to 0.0."""
+    """Final rate as a fraction of the initial one."""
     offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    """Steps subtracted from the global step before the schedule."""
 
 
 @dataclasses.dataclass
@@ -109,11 +108,11 @@ class PowerLrConfig(ScheduleConfig):
     """`initial_learning_rate * max(step, 1) ** power`."""
 
     initial_learning_rate: float = 0.1
-    """Rate at step 1. Defaults to 0.1."""
+    """Rate at step 1."""
     power: float = -0.5
-    """Exponent applied to the step. Defaults to -0.5."""
+    """Exponent applied to the step."""
     offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    """Steps subtracted from the global step before the schedule."""
 
 
 @dataclasses.dataclass
@@ -122,15 +121,15 @@ class PowerAndLinearDecayLrConfig(ScheduleConfig):
     last ``linear_decay_fraction`` of ``total_decay_steps`` (``t = step - offset``)."""
 
     initial_learning_rate: float = 0.1
-    """Rate at steps 0 and 1. Defaults to 0.1."""
+    """Rate at steps 0 and 1."""
     total_decay_steps: int = 1
-    """Step (after the offset) at which the rate reaches zero. Defaults to 1."""
+    """Step (after the offset) at which the rate reaches zero."""
     power: float = -0.5
-    """Exponent applied to the step. Defaults to -0.5."""
+    """Exponent applied to the step."""
     linear_decay_fraction: float = 0.1
-    """Fraction of ``total_decay_steps`` over which the linear ramp runs. Defaults to 0.1."""
+    """Fraction of ``total_decay_steps`` over which the linear ramp runs."""
     offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    """Steps subtracted from the global step before the schedule."""
 
 
 @dataclasses.dataclass
@@ -139,13 +138,13 @@ class PowerDecayWithOffsetLrConfig(ScheduleConfig):
     ``lr * max(step - offset, 1) ** power``, capped at ``pre_offset_learning_rate``."""
 
     initial_learning_rate: float = 0.1
-    """Multiplier of the power decay. Defaults to 0.1."""
+    """Multiplier of the power decay."""
     power: float = -0.5
-    """Exponent applied to the step. Defaults to -0.5."""
+    """Exponent applied to the step."""
     offset: int = 0
-    """Step where the power decay starts. Defaults to 0."""
+    """Step where the power decay starts."""
     pre_offset_learning_rate: float = 1.0e6
-    """Rate up to ``offset``, and the cap afterwards. Defaults to 1e6."""
+    """Rate up to ``offset``, and the cap afterwards."""
 
 
 @dataclasses.dataclass
@@ -155,11 +154,11 @@ class StepCosineLrConfig(ScheduleConfig):
     steps."""
 
     boundaries: list[int] = _field(default_factory=list)
-    """Segment starts, strictly increasing (usually from 0). Defaults to []."""
+    """Segment starts, strictly increasing (usually from 0)."""
     values: list[float] = _field(default_factory=list)
-    """Rate at the start of each segment; as many as ``boundaries``. Defaults to []."""
+    """Rate at the start of each segment; as many as ``boundaries``."""
     offset: int = 0
-    """Steps subtracted from the global step before the schedule. Defaults to 0."""
+    """Steps subtracted from the global step before the schedule."""
 
 
 @dataclasses.dataclass
@@ -167,9 +166,9 @@ class LinearWarmupConfig(ScheduleConfig):
     """Linear ramp from `warmup_learning_rate` to the schedule's rate at `warmup_steps`."""
 
     warmup_learning_rate: float = 0.0
-    """Rate at step 0. Defaults to 0.0."""
+    """Rate at step 0."""
     warmup_steps: int = 0
-    """Length of the ramp; 0 disables warmup. Defaults to 0."""
+    """Length of the ramp; 0 disables warmup."""
 
 
 @dataclasses.dataclass
@@ -177,6 +176,6 @@ class PolynomialWarmupConfig(ScheduleConfig):
     """Rate at `warmup_steps` times `(max(step, 1) / warmup_steps) ** power`."""
 
     power: float = 1.0
-    """Exponent of the ramp. Defaults to 1.0."""
+    """Exponent of the ramp."""
     warmup_steps: int = 0
-    """Length of the ramp; 0 or less disables warmup. Defaults to 0."""
+    """Length of the ramp; 0 or less disables warmup."""

@@ -32,7 +32,7 @@ class OneOfConfig(Config):
     """
 
     type: str | None = None
-    """Name of the chosen alternative field, or None for none. Defaults to None."""
+    """Name of the chosen alternative field, or None for none."""
 
     @classmethod
     def alternatives(cls) -> tuple[str, ...]:

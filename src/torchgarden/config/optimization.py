@@ -57,7 +57,7 @@ class OptimizerConfig(OneOfConfig):
     which holds that optimizer's settings."""
 
     type: str | None = "sgd"
-    """The optimizer in use. Defaults to "sgd"."""
+    """The optimizer in use."""
     sgd: SGDConfig = _field(default_factory=SGDConfig)
     sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
     adam: AdamConfig = _field(default_factory=AdamConfig)
@@ -78,7 +78,7 @@ class LrConfig(OneOfConfig):
     which holds that schedule's settings."""
 
     type: str | None = "constant"
-    """The schedule in use. Defaults to "constant"."""
+    """The schedule in use."""
     constant: ConstantLrConfig = _field(default_factory=ConstantLrConfig)
     stepwise: StepwiseLrConfig = _field(default_factory=StepwiseLrConfig)
     exponential: ExponentialLrConfig = _field(default_factory=ExponentialLrConfig)
@@ -98,7 +98,7 @@ class WarmupConfig(OneOfConfig):
     `polynomial`), or is None for no warmup."""
 
     type: str | None = None
-    """The warmup in use, or None. Defaults to None."""
+    """The warmup in use, or None."""
     linear: LinearWarmupConfig = _field(default_factory=LinearWarmupConfig)
     polynomial: PolynomialWarmupConfig = _field(default_factory=PolynomialWarmupConfig)
 
@@ -109,17 +109,15 @@ class EMAConfig(Config):
     """Exponential moving average of the weights, swapped in for evaluation."""
 
     trainable_weights_only: bool = True
-    """Average only parameters that require gradients (not buffers). Defaults to True."""
+    """Average only parameters that require gradients (not buffers)."""
     average_decay: float = 0.99
-    """Decay of the average. Defaults to 0.99."""
+    """Decay of the average."""
     start_step: int = 0
-    """Decay is 0 (the average copies the weights) before this step. Defaults to 0."""
+    """Decay is 0 (the average copies the weights) before this step."""
     dynamic_decay: bool = True
-    """Use `min(average_decay, (1 + t) / (10 + t))` with `t = step - start_step`.
-    Defaults to True."""
+    """Use `min(average_decay, (1 + t) / (10 + t))` with `t = step - start_step`."""
     name: str | None = None
-    """Model Garden's display name; accepted so pasted configs read, unused. Defaults to
-    None."""
+    """Model Garden's display name; accepted so pasted configs read, unused."""
 
 
 @dataclasses.dataclass
@@ -134,4 +132,4 @@ class OptimizationConfig(Config):
     """The warmup (one-of). Defaults to none."""
     ema: EMAConfig | None = None
     """Weight averaging; None disables it. A mapping such as `{average_decay: 0.9999}`
-    turns it on. Defaults to None."""
+    turns it on."""
