@@ -24,15 +24,9 @@ from torchgarden.config.errors import ConfigError, choose, require
 from torchgarden.config.oneof import OneOfConfig
 
 __all__ = [
-    "AnnealingSampleConfig",
-    "MultiEvalExperimentConfig",
-    "MultiTaskConfig",
-    "MultiTaskExperimentConfig",
-    "MultiTaskTrainerConfig",
-    "ProportionalSampleConfig",
-    "TaskRoutine",
-    "TaskSamplingConfig",
-    "UniformSampleConfig",
+    "AnnealingSampleConfig", "MultiEvalExperimentConfig", "MultiTaskConfig",
+    "MultiTaskExperimentConfig", "MultiTaskTrainerConfig", "ProportionalSampleConfig",
+    "TaskRoutine", "TaskSamplingConfig", "UniformSampleConfig",
 ]
 
 _field = dataclasses.field

@@ -11,19 +11,9 @@ import dataclasses
 from torchgarden.config.base import Config
 
 __all__ = [
-    "AdafactorConfig",
-    "AdagradConfig",
-    "AdamConfig",
-    "AdamExperimentalConfig",
-    "AdamMomentsConfig",
-    "AdamWConfig",
-    "AdamWExperimentalConfig",
-    "BaseOptimizerConfig",
-    "LAMBConfig",
-    "LARSConfig",
-    "RMSpropConfig",
-    "SGDConfig",
-    "SGDExperimentalConfig",
+    "AdafactorConfig", "AdagradConfig", "AdamConfig", "AdamExperimentalConfig",
+    "AdamMomentsConfig", "AdamWConfig", "AdamWExperimentalConfig", "BaseOptimizerConfig",
+    "LAMBConfig", "LARSConfig", "RMSpropConfig", "SGDConfig", "SGDExperimentalConfig",
 ]
 
 _field = dataclasses.field
