@@ -58,8 +58,8 @@ class DataConfig(Config):
         """Checks batch size and DataLoader worker settings."""
         _require(self, "global_batch_size", self.global_batch_size >= 0, ">= 0")
         _require(self, "num_workers", self.num_workers >= 0, ">= 0")
-        if self.prefetch_factor is not None:
-            _require(self, "prefetch_factor", self.prefetch_factor > 0, "> 0 or None")
+        prefetch = self.prefetch_factor
+        _require(self, "prefetch_factor", prefetch is None or prefetch > 0, "> 0 or None")
         if self.num_workers == 0 and (self.persistent_workers or self.prefetch_factor is not None):
             option = "persistent_workers" if self.persistent_workers else "prefetch_factor"
             raise ConfigError(

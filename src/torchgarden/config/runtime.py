@@ -19,22 +19,11 @@ _TRACKERS = ("tensorboard", "mlflow", "wandb")
 
 #: Accepted `distribution_strategy` names; `runtime.register_strategy` adds to it.
 STRATEGY_NAMES = ["auto", "off", "single", "ddp", "fsdp"]
-_STRATEGY_HINTS = {
-    "mirrored": "ddp",
-    "multi_worker_mirrored": "ddp",
-    "one_device": "single",
-    "tpu": "fsdp",
-    "parameter_server": "ddp",
-}
+_STRATEGY_HINTS = {"mirrored": "ddp", "multi_worker_mirrored": "ddp", "one_device": "single",
+                   "tpu": "fsdp", "parameter_server": "ddp"}
 _DTYPES = ("float32", "float16", "bfloat16")
-_DTYPE_HINTS = {
-    "fp32": "float32",
-    "fp16": "float16",
-    "half": "float16",
-    "bf16": "bfloat16",
-    "mixed_float16": "float16",
-    "mixed_bfloat16": "bfloat16",
-}
+_DTYPE_HINTS = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
+                "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _INDEXED_DEVICES = ("cuda", "xpu", "hpu", "npu", "xla")  # the types that take `:<index>`
 _DEVICE_NAMES = ("auto", "cpu", "mps", *_INDEXED_DEVICES)
@@ -167,14 +156,12 @@ class RuntimeConfig(Config):
             require(self, "loss_scale", scale > 0, 'None, "dynamic" or a positive number')
         choose(self, "compile_mode", _COMPILE_MODES)
         choose(self, "matmul_precision", ("highest", "high", "medium"))
-        if self.num_threads is not None:
-            require(self, "num_threads", self.num_threads >= 1, ">= 1 or None")
-        if self.seed is not None:
-            require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
+        threads, seed = self.num_threads, self.seed
+        require(self, "num_threads", threads is None or threads >= 1, ">= 1 or None")
+        require(self, "seed", seed is None or 0 <= seed < 2**32, "in [0, 2**32 - 1] or None")
         for name in self.trackers:
             if name not in _TRACKERS:
                 raise not_one_of(self.field_path("trackers"), name, _TRACKERS)
-        if self.peak_flops is not None:
-            require(self, "peak_flops", self.peak_flops > 0, "> 0 or None")
-        if self.steps_per_graph is not None:
-            require(self, "steps_per_graph", self.steps_per_graph >= 1, ">= 1 or None")
+        flops, steps = self.peak_flops, self.steps_per_graph
+        require(self, "peak_flops", flops is None or flops > 0, "> 0 or None")
+        require(self, "steps_per_graph", steps is None or steps >= 1, ">= 1 or None")
