@@ -31,7 +31,6 @@ from torchgarden.config.optimization import (
     LinearWarmupConfig,
     LrConfig,
     OptimizationConfig,
-    OptimizerConfig,
     PolynomialLrConfig,
     PolynomialWarmupConfig,
     PowerLrConfig,
@@ -43,6 +42,7 @@ from torchgarden.config.optimizers import (
     AdamConfig,
     AdamWConfig,
     BaseOptimizerConfig,
+    OptimizerConfig,
     RMSpropConfig,
     SGDConfig,
 )

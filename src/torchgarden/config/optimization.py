@@ -11,7 +11,7 @@ The YAML shape matches Model Garden's, so this pastes unchanged::
 
 The schedules and warmups below (one per ``learning_rate.type`` / ``warmup.type``) keep
 Model Garden's field names and defaults (``learning_rate_config.py``); the optimizers
-live in `torchgarden.config.optimizers`.
+and their `OptimizerConfig` live in `torchgarden.config.optimizers`.
 """
 
 from __future__ import annotations
@@ -20,26 +20,13 @@ import dataclasses
 
 from torchgarden.config.base import Config
 from torchgarden.config.oneof import OneOfConfig
-from torchgarden.config.optimizers import (
-    AdafactorConfig,
-    AdagradConfig,
-    AdamConfig,
-    AdamExperimentalConfig,
-    AdamWConfig,
-    AdamWExperimentalConfig,
-    LAMBConfig,
-    LARSConfig,
-    RMSpropConfig,
-    SGDConfig,
-    SGDExperimentalConfig,
-)
+from torchgarden.config.optimizers import OptimizerConfig
 
 __all__ = [
     "ConstantLrConfig", "CosineLrConfig", "EMAConfig", "ExponentialLrConfig",
-    "LinearWarmupConfig", "LrConfig", "OptimizationConfig", "OptimizerConfig",
-    "PolynomialLrConfig", "PolynomialWarmupConfig", "PowerAndLinearDecayLrConfig",
-    "PowerDecayWithOffsetLrConfig", "PowerLrConfig", "ScheduleConfig", "StepCosineLrConfig",
-    "StepwiseLrConfig", "WarmupConfig",
+    "LinearWarmupConfig", "LrConfig", "OptimizationConfig", "PolynomialLrConfig",
+    "PolynomialWarmupConfig", "PowerAndLinearDecayLrConfig", "PowerDecayWithOffsetLrConfig",
+    "PowerLrConfig", "ScheduleConfig", "StepCosineLrConfig", "StepwiseLrConfig", "WarmupConfig",
 ]
 
 _field = dataclasses.field
@@ -201,27 +188,6 @@ class PolynomialWarmupConfig(ScheduleConfig):
 
 
 # ---------------------------------------------------------------- one-of choices
-@dataclasses.dataclass
-class OptimizerConfig(OneOfConfig):
-    """Chooses the optimizer: `type` names one of the fields below (Model Garden's names),
-    which holds that optimizer's settings."""
-
-    type: str | None = "sgd"
-    """The optimizer in use."""
-    sgd: SGDConfig = _field(default_factory=SGDConfig)
-    sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
-    adam: AdamConfig = _field(default_factory=AdamConfig)
-    adam_experimental: AdamExperimentalConfig = _field(default_factory=AdamExperimentalConfig)
-    adamw: AdamWConfig = _field(default_factory=AdamWConfig)
-    adamw_experimental: AdamWExperimentalConfig = _field(
-        default_factory=AdamWExperimentalConfig)
-    lamb: LAMBConfig = _field(default_factory=LAMBConfig)
-    rmsprop: RMSpropConfig = _field(default_factory=RMSpropConfig)
-    lars: LARSConfig = _field(default_factory=LARSConfig)
-    adagrad: AdagradConfig = _field(default_factory=AdagradConfig)
-    adafactor: AdafactorConfig = _field(default_factory=AdafactorConfig)
-
-
 @dataclasses.dataclass
 class LrConfig(OneOfConfig):
     """Chooses the schedule: `type` names one of the fields below (Model Garden's names),

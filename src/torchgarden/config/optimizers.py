@@ -1,4 +1,5 @@
-"""Optimizer configs, one per ``trainer.optimizer_config.optimizer.type``.
+"""Optimizer configs, one per ``trainer.optimizer_config.optimizer.type``, and the
+`OptimizerConfig` that picks one.
 
 Field names and defaults are Model Garden's (``optimizer_config.py``) so that a pasted
 ``optimizer`` block reads unchanged; the porting guide lists the few documented renames.
@@ -9,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config.base import Config
+from torchgarden.config.oneof import OneOfConfig
 
 __all__ = [
     "AdafactorConfig", "AdagradConfig", "AdamConfig", "AdamExperimentalConfig",
     "AdamMomentsConfig", "AdamWConfig", "AdamWExperimentalConfig", "BaseOptimizerConfig",
-    "LAMBConfig", "LARSConfig", "RMSpropConfig", "SGDConfig", "SGDExperimentalConfig",
+    "LAMBConfig", "LARSConfig", "OptimizerConfig", "RMSpropConfig", "SGDConfig",
+    "SGDExperimentalConfig",
 ]
 
 _field = dataclasses.field
@@ -225,3 +228,24 @@ class AdafactorConfig(BaseOptimizerConfig):
     """Decoupled weight decay; None is 0."""
     include_in_weight_decay: str | None = None
     """One regex; when set, only matching parameters decay."""
+
+
+@dataclasses.dataclass
+class OptimizerConfig(OneOfConfig):
+    """Chooses the optimizer: `type` names one of the fields below (Model Garden's names),
+    which holds that optimizer's settings."""
+
+    type: str | None = "sgd"
+    """The optimizer in use."""
+    sgd: SGDConfig = _field(default_factory=SGDConfig)
+    sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
+    adam: AdamConfig = _field(default_factory=AdamConfig)
+    adam_experimental: AdamExperimentalConfig = _field(default_factory=AdamExperimentalConfig)
+    adamw: AdamWConfig = _field(default_factory=AdamWConfig)
+    adamw_experimental: AdamWExperimentalConfig = _field(
+        default_factory=AdamWExperimentalConfig)
+    lamb: LAMBConfig = _field(default_factory=LAMBConfig)
+    rmsprop: RMSpropConfig = _field(default_factory=RMSpropConfig)
+    lars: LARSConfig = _field(default_factory=LARSConfig)
+    adagrad: AdagradConfig = _field(default_factory=AdagradConfig)
+    adafactor: AdafactorConfig = _field(default_factory=AdafactorConfig)
