@@ -215,19 +215,10 @@ class TrainerConfig(Config):
                 f"{key} exports each new best checkpoint, so it needs "
                 f"{self.field_path('best_checkpoint_export_subdir')} (e.g. best_ckpt) and "
                 f"{self.field_path('best_checkpoint_eval_metric')} (e.g. accuracy) set", key=key)
-        self._check_preemption_signals()
-        self._check_profile_steps()
-
-    def _check_profile_steps(self) -> None:
         steps = self.profile_steps
-        if steps and not (len(steps) == 2 and 1 <= steps[0] <= steps[1]):
-            key = self.field_path("profile_steps")
-            raise ConfigError(
-                f"{key} must be [] or [first, last] with 1 <= first <= last, received "
-                f"{list(steps)!r}; e.g. [10, 15] records train steps 10 to 15", key=key,
-            )
-
-    def _check_preemption_signals(self) -> None:
+        steps_ok = not steps or (len(steps) == 2 and 1 <= steps[0] <= steps[1])
+        _require(self, "profile_steps", steps_ok, "[] or [first, last] with 1 <= first <= last "
+                 "(e.g. [10, 15] records train steps 10 to 15)")
         key = self.field_path("preemption_signals")
         for name in self.preemption_signals:
             found = signal_named(name)

@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 _field = dataclasses.field
-TRAINER_TYPES = ("interleaving", "joint")
 
 
 @dataclasses.dataclass
@@ -185,7 +184,7 @@ class MultiTaskTrainerConfig(TrainerConfig):
     def check(self) -> None:
         """Checks the trainer type, the sampler and what multi-task training supports."""
         super().check()
-        choose(self, "trainer_type", TRAINER_TYPES)
+        choose(self, "trainer_type", ("interleaving", "joint"))
         if self.task_sampler.type is None:
             key = self.field_path("task_sampler.type")
             raise ConfigError(f"{key} must be uniform, proportional or annealing", key=key)

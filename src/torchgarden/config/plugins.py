@@ -47,7 +47,8 @@ def import_own_module(class_name: str) -> None:
         class_name: A `module.QualName` string, e.g. read from a `_type` key.
     """
     parts = class_name.split(".")
-    if parts[0] != OWN_PACKAGE or not all(_plain_name(part) for part in parts):
+    # Dunder modules (`torchgarden.__main__` runs the CLI) never define config classes.
+    if parts[0] != OWN_PACKAGE or not all(p.isidentifier() and p[:2] != "__" for p in parts):
         return
     for end in range(len(parts) - 1, 1, -1):
         module = ".".join(parts[:end])
@@ -58,11 +59,6 @@ def import_own_module(class_name: str) -> None:
                 continue  # No such module (or package): try a shorter prefix.
             raise
         return
-
-
-def _plain_name(part: str) -> bool:
-    # Dunder modules (`torchgarden.__main__` runs the CLI) never define config classes.
-    return part.isidentifier() and not part.startswith("__")
 
 
 def load_entry_points(group: str = ENTRY_POINT_GROUP) -> None:
