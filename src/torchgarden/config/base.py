@@ -16,7 +16,7 @@ import copy
 import dataclasses
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from torchgarden.config import _classes
@@ -178,9 +178,7 @@ class Config:
                 object.__setattr__(self, key, new)
             elif strict:
                 valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
-                hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or valid
-                raise ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}",
-                                     key=_join(prefix, key))
+                raise _unknown_key(key, names, prefix, valid)
 
     # --------------------------------------------------------------- copy & lock
     def lock(self) -> Self:
@@ -304,9 +302,7 @@ class Config:
                 node = node[part]
             else:
                 names = field_types(type(node)) if isinstance(node, Config) else ()
-                hint = did_you_mean(part, names, prefix=_join(walked, ""), style="clause")
-                raise ConfigKeyError(f"unknown key {_join(walked, part)!r}{hint}",
-                                     key=_join(walked, part))
+                raise _unknown_key(part, names, walked)
             walked = _join(walked, part)
         return node
 
@@ -328,6 +324,12 @@ _classes.register(Config)
 def _join(prefix: str, key: object) -> str:
     """`prefix.key`, or `key` at the top level (empty `prefix`)."""
     return f"{prefix}.{key}" if prefix else str(key)
+
+
+def _unknown_key(key: str, names: Iterable[str], prefix: str, fallback: str = "") -> ConfigKeyError:
+    """The error for `key` under `prefix`: the closest of `names`, else `fallback`."""
+    hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or fallback
+    return ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}", key=_join(prefix, key))
 
 
 def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
