@@ -13,6 +13,7 @@ All YAML is read with a safe loader that also reads `1e-4` (no dot) as a float.
 
 from __future__ import annotations
 
+import graphlib
 import os
 import re
 from pathlib import Path
@@ -121,31 +122,26 @@ def _too_deep(source: str, line: int | str) -> ConfigError:
 def _check_node(root: yaml.Node, source: str) -> None:
     """Counts the nodes the document expands to (aliases included, each node once per
     use) without expanding it, and refuses duplicate mapping keys and recursive aliases."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    open_nodes: set[int] = set()
+    graph: dict[yaml.Node, list[yaml.Node]] = {}
+    stack = [root]
     while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children = _children(node, source)
-        if children_done:
-            open_nodes.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
-            if sizes[id(node)] > MAX_YAML_NODES:
+        node = stack.pop()
+        if node not in graph:
+            graph[node] = _children(node, source)
+            stack.extend(graph[node])
+    sizes: dict[yaml.Node, int] = {}
+    try:
+        for node in graphlib.TopologicalSorter(graph).static_order():  # children first
+            sizes[node] = 1 + sum(sizes[child] for child in graph[node])
+            if sizes[node] > MAX_YAML_NODES:
                 raise ConfigError(
                     f"{source} expands to more than {MAX_YAML_NODES} values through its "
                     f"aliases (*name) (line {node.start_mark.line + 1}); a config is far smaller"
                 )
-            continue
-        if id(node) in open_nodes:
-            raise ConfigError(
-                f"{source}: an alias refers to a value that contains it (line "
-                f"{node.start_mark.line + 1}); a config cannot be recursive"
-            )
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
+    except graphlib.CycleError as error:
+        line = error.args[1][0].start_mark.line + 1
+        raise ConfigError(f"{source}: an alias refers to a value that contains it (line {line}); "
+                          "a config cannot be recursive") from None
 
 
 def _children(node: yaml.Node, source: str) -> list[yaml.Node]:
