@@ -1,12 +1,9 @@
 """Config classes by name (`_type` keys) and how config messages print types and values.
 
-Each `Config` subclass is recorded under `module.QualName` when it is defined.
-`as_dict` writes that name under the reserved key `_type` when a field holds an
-instance of a strict subclass of its annotated class, and `override` looks the
-name up here. An unknown name is looked for only in torchgarden's own modules and in
-installed plug-ins (see `plugins`); nothing else named by a config is ever imported,
-so any other unknown name is an error that asks the user to import the defining
-module themselves.
+Each `Config` subclass is recorded under `module.QualName` when it is defined; `as_dict`
+writes that name under `_type` for a field holding a strict subclass of its annotated
+class, and `override` looks it up here, importing only what `plugins` allows (any other
+unknown name is an error asking the user to import the defining module).
 """
 
 from __future__ import annotations

@@ -1,14 +1,4 @@
-"""`Config`: the typed, lockable, YAML round-tripping base of every config.
-
-Subclasses are dataclasses with a docstring under each field::
-
-    @dataclasses.dataclass
-    class MyTaskConfig(TaskConfig):
-        num_classes: int = 10
-        \"\"\"Number of output classes.\"\"\"
-
-    cfg = MyTaskConfig().override("num_classes=5,train_data.global_batch_size=64")
-"""
+"""`Config`: the typed, lockable, YAML round-tripping base of every config."""
 
 from __future__ import annotations
 
@@ -41,9 +31,9 @@ _ABSENT = object()
 class Config:
     """Base class of all configs: typed fields, strict overrides, lock, YAML round trip.
 
-    Every subclass must be a `@dataclasses.dataclass` whose fields all have
-    defaults. Assigning a value checks it against the field's annotation;
-    assigning a name that is not a field is an error at any time.
+    Every subclass must be a `@dataclasses.dataclass` whose fields all have defaults
+    (and a docstring under each). Assigning a value checks it against the field's
+    annotation; assigning a name that is not a field is an error at any time.
 
     Class attributes:
         RESTRICTIONS: Relations such as `'trainer.train_steps > 0'` checked by
@@ -53,7 +43,8 @@ class Config:
         >>> @dataclasses.dataclass
         ... class Opt(Config):
         ...     lr: float = 0.1
-        >>> Opt().override({"lr": 1}).lr
+        ...     \"\"\"Learning rate.\"\"\"
+        >>> Opt().override("lr=1").lr
         1.0
     """
 
