@@ -210,9 +210,7 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
         if get_origin(members[0]) in (dict, Mapping) and _classes.is_config_class(type(current)):
             # Named sets replacing one config each start from a copy of it.
             current = {key: copy.deepcopy(current) for key in value}
-    for member in members:
-        if not _fits(value, member):
-            continue
+    for member in [member for member in members if _fits(value, member)]:
         try:
             return coerce(value, member, path=path, current=current, strict=strict)
         except ConfigError as error:
@@ -333,12 +331,10 @@ def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
         return int(value)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, _classes.ROOT):
-        return value
+    if isinstance(value, _classes.ROOT) or (isinstance(value, Mapping) and TYPE_KEY in value):
+        present = current if _classes.is_config_class(type(current)) else None
+        return _coerce_config(value, _classes.ROOT, path, present, strict)
     if isinstance(value, Mapping):
-        if TYPE_KEY in value:
-            present = current if _classes.is_config_class(type(current)) else None
-            return _coerce_config(value, _classes.ROOT, path, present, strict)
         return _coerce_mapping(value, dict, path, current, strict)
     if isinstance(value, list | tuple):
         # A tuple stays a tuple, as in Model Garden (YAML has no tuples: a file gives a list).
