@@ -109,9 +109,7 @@ _UNIONS = (Union, types.UnionType)
 
 def format_type(tp: Any) -> str:
     """Returns an annotation as a user would write it: `int`, `float | None`, `list[int]`."""
-    if tp is Any:
-        return "Any"
-    if tp is NoneType or tp is None:
+    if tp is NoneType:
         return "None"
     origin = get_origin(tp)
     args = get_args(tp)

@@ -37,14 +37,9 @@ _loaded_groups: set[str] = set()
 def import_own_module(class_name: str) -> None:
     """Imports the torchgarden module that defines `class_name` (`module.QualName`), if any.
 
-    A name outside the torchgarden package imports nothing: a config file never
-    decides which third-party code runs. Candidate modules are tried from the
-    longest dotted prefix down (a qualified name may hold dots of nested classes);
-    a candidate that does not exist is skipped, and a name with a part that is not a
-    plain identifier (or is a dunder such as `__main__`) imports nothing.
-
-    Args:
-        class_name: A `module.QualName` string, e.g. read from a `_type` key.
+    Candidate modules are tried from the longest dotted prefix down (a qualified name may
+    hold dots of nested classes) and one that does not exist is skipped; a name outside
+    torchgarden, or with a part that is not a plain identifier, imports nothing.
     """
     parts = class_name.split(".")
     # Dunder modules (`torchgarden.__main__` runs the CLI) never define config classes.
