@@ -129,12 +129,10 @@ def _element_type(tp: Any, index: int | str | None = None) -> Any:
 
 
 def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool = True) -> Any:
-    """Checks `value` against the annotation `tp` and returns the value to store.
+    """Checks `value` against the resolved annotation `tp` and returns the value to store.
 
     Args:
-        value: The received value (from YAML, an override or an assignment).
-        tp: The resolved annotation of the field.
-        path: Dotted key of the field, used in error messages.
+        path: Dotted key of the field, for error messages.
         current: The field's present value: a mapping merges into a present sub-config
             or dict (which is returned); None builds a new one from defaults.
         strict: Whether unknown keys inside sub-configs are errors.

@@ -127,9 +127,6 @@ class Config:
             strict: Whether an unknown key is an error. With False, unknown keys
                 are skipped. Defaults to True.
 
-        Returns:
-            self.
-
         Raises:
             ConfigError: On an unknown key (naming the dotted key and the closest
                 valid one), a wrong type, or a locked config.
