@@ -14,7 +14,6 @@ import copy
 import dataclasses
 import functools
 import numbers
-import sys
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, get_args, get_origin
@@ -46,38 +45,22 @@ def field_types(cls: type) -> dict[str, Any]:
                 f"{klass.__qualname__} declares fields but is not a dataclass; "
                 "decorate it with @dataclasses.dataclass"
             )
-    names = [f.name for f in dataclasses.fields(cls)]
     try:
         hints = typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - fall back to resolving field by field
-        hints = {}
-    return {name: hints[name] if name in hints else _resolve_one(cls, name) for name in names}
+    except Exception:  # noqa: BLE001 - a config class defined in a function: find it by name
+        namespace = {**_classes.simple_names(), **vars(typing)}
+        try:
+            hints = typing.get_type_hints(cls, localns=namespace)
+        except Exception as error:  # noqa: BLE001 - reported as a ConfigError
+            raise ConfigError(f"cannot resolve the annotations of {cls.__qualname__} ({error}); "
+                              "define the classes they name at module level") from None
+    return {field.name: hints[field.name] for field in dataclasses.fields(cls)}
 
 
 def _is_classvar(annotation: Any) -> bool:
     if isinstance(annotation, str):
         return annotation.startswith(("ClassVar", "typing.ClassVar"))
     return annotation is ClassVar or get_origin(annotation) is ClassVar
-
-
-def _resolve_one(cls: type, name: str) -> Any:
-    """Resolves one annotation, also finding config classes defined in functions."""
-    for klass in cls.__mro__:
-        annotation = klass.__dict__.get("__annotations__", {}).get(name)
-        if annotation is None:
-            continue
-        if not isinstance(annotation, str):
-            return annotation
-        module = sys.modules.get(klass.__module__)
-        namespace = {**_classes.simple_names(), **vars(typing), "Any": Any}
-        try:
-            return eval(annotation, dict(vars(module)) if module else {}, namespace)  # noqa: S307
-        except Exception as error:  # noqa: BLE001 - reported as a ConfigError
-            raise ConfigError(
-                f"cannot resolve the annotation {annotation!r} of {cls.__qualname__}.{name} "
-                f"({error}); define the classes it names at module level"
-            ) from None
-    return Any
 
 
 def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
