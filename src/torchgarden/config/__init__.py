@@ -14,16 +14,6 @@ from torchgarden.config.definitions import (
 )
 from torchgarden.config.diff import MISSING, diff
 from torchgarden.config.errors import ConfigError
-from torchgarden.config.learning_rates import (
-    ConstantLrConfig,
-    CosineLrConfig,
-    ExponentialLrConfig,
-    LinearWarmupConfig,
-    PolynomialLrConfig,
-    PolynomialWarmupConfig,
-    PowerLrConfig,
-    StepwiseLrConfig,
-)
 from torchgarden.config.multitask import (
     MultiEvalExperimentConfig,
     MultiTaskConfig,
@@ -34,10 +24,17 @@ from torchgarden.config.multitask import (
 )
 from torchgarden.config.oneof import OneOfConfig
 from torchgarden.config.optimization import (
+    ConstantLrConfig,
+    CosineLrConfig,
     EMAConfig,
+    ExponentialLrConfig,
+    LinearWarmupConfig,
     LrConfig,
     OptimizationConfig,
-    OptimizerConfig,
+    PolynomialLrConfig,
+    PolynomialWarmupConfig,
+    PowerLrConfig,
+    StepwiseLrConfig,
     WarmupConfig,
 )
 from torchgarden.config.optimizers import (
@@ -45,6 +42,7 @@ from torchgarden.config.optimizers import (
     AdamConfig,
     AdamWConfig,
     BaseOptimizerConfig,
+    OptimizerConfig,
     RMSpropConfig,
     SGDConfig,
 )
@@ -52,44 +50,13 @@ from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_overri
 from torchgarden.config.runtime import MlflowConfig, WandbConfig
 
 __all__ = [
-    "MISSING",
-    "AdagradConfig",
-    "AdamConfig",
-    "AdamWConfig",
-    "BaseOptimizerConfig",
-    "Config",
-    "ConfigError",
-    "ConstantLrConfig",
-    "CosineLrConfig",
-    "DataConfig",
-    "EMAConfig",
-    "ExperimentConfig",
-    "ExponentialLrConfig",
-    "LinearWarmupConfig",
-    "LrConfig",
-    "MultiEvalExperimentConfig",
-    "MultiTaskConfig",
-    "MultiTaskExperimentConfig",
-    "MultiTaskTrainerConfig",
-    "MlflowConfig",
-    "OneOfConfig",
-    "OptimizationConfig",
-    "OptimizerConfig",
-    "PolynomialLrConfig",
-    "PolynomialWarmupConfig",
-    "PowerLrConfig",
-    "RMSpropConfig",
-    "RuntimeConfig",
-    "SGDConfig",
-    "StepwiseLrConfig",
-    "TaskRoutine",
-    "TaskSamplingConfig",
-    "TaskConfig",
-    "TrainerConfig",
-    "WandbConfig",
-    "WarmupConfig",
-    "diff",
-    "dump_yaml",
-    "load_yaml_file",
-    "parse_override",
+    "MISSING", "AdagradConfig", "AdamConfig", "AdamWConfig", "BaseOptimizerConfig", "Config",
+    "ConfigError", "ConstantLrConfig", "CosineLrConfig", "DataConfig", "EMAConfig",
+    "ExperimentConfig", "ExponentialLrConfig", "LinearWarmupConfig", "LrConfig",
+    "MultiEvalExperimentConfig", "MultiTaskConfig", "MultiTaskExperimentConfig",
+    "MultiTaskTrainerConfig", "MlflowConfig", "OneOfConfig", "OptimizationConfig",
+    "OptimizerConfig", "PolynomialLrConfig", "PolynomialWarmupConfig", "PowerLrConfig",
+    "RMSpropConfig", "RuntimeConfig", "SGDConfig", "StepwiseLrConfig", "TaskRoutine",
+    "TaskSamplingConfig", "TaskConfig", "TrainerConfig", "WandbConfig", "WarmupConfig", "diff",
+    "dump_yaml", "load_yaml_file", "parse_override",
 ]

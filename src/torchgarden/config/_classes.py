@@ -1,12 +1,9 @@
 """Config classes by name (`_type` keys) and how config messages print types and values.
 
-Each `Config` subclass is recorded under `module.QualName` when it is defined.
-`as_dict` writes that name under the reserved key `_type` when a field holds an
-instance of a strict subclass of its annotated class, and `override` looks the
-name up here. An unknown name is looked for only in torchgarden's own modules and in
-installed plug-ins (see `plugins`); nothing else named by a config is ever imported,
-so any other unknown name is an error that asks the user to import the defining
-module themselves.
+Each `Config` subclass is recorded under `module.QualName` when it is defined; `as_dict`
+writes that name under `_type` for a field holding a strict subclass of its annotated
+class, and `override` looks it up here, importing only what `plugins` allows (any other
+unknown name is an error asking the user to import the defining module).
 """
 
 from __future__ import annotations
@@ -25,7 +22,8 @@ TYPE_KEY = "_type"
 """Reserved mapping key naming the Config class of that mapping."""
 
 _REGISTRY: dict[str, type] = {}
-_ROOT: list[type] = []
+ROOT: type | None = None
+"""`Config`, the base class of all configs (set once by `base.py`)."""
 
 
 def key_of(cls: type) -> str:
@@ -56,18 +54,8 @@ def register(cls: type) -> None:
     _REGISTRY[key_of(cls)] = cls
 
 
-def set_root(cls: type) -> None:
-    """Records `Config`, the base class of all configs (called once by `base.py`)."""
-    _ROOT[:] = [cls]
-    register(cls)
-
-
-def root() -> type:
-    return _ROOT[0]
-
-
 def is_config_class(tp: Any) -> bool:
-    return isinstance(tp, type) and bool(_ROOT) and issubclass(tp, _ROOT[0])
+    return isinstance(tp, type) and ROOT is not None and issubclass(tp, ROOT)
 
 
 def simple_names() -> dict[str, type]:
@@ -82,7 +70,11 @@ def lookup(name: Any, *, path: str) -> type:
         ConfigError: If `name` is not a string or no such class was imported.
     """
     check_class_name(name, path)
-    cls = _REGISTRY.get(name) or _import_definition(name) or _main_script_class(name)
+    if name not in _REGISTRY:  # a torchgarden module or an installed plug-in may define it
+        _plugins.import_own_module(name)
+    if name not in _REGISTRY:
+        _plugins.load_entry_points()
+    cls = _REGISTRY.get(name) or _main_script_class(name)
     if cls is None:
         module = name.rpartition(".")[0] or name
         raise ConfigError(
@@ -111,23 +103,13 @@ def _main_script_class(name: str) -> type | None:
     return found[0] if len(found) == 1 else None
 
 
-def _import_definition(name: str) -> type | None:
-    """Imports the torchgarden module or installed plug-ins that may define `name`."""
-    _plugins.import_own_module(name)
-    if name not in _REGISTRY:
-        _plugins.load_entry_points()
-    return _REGISTRY.get(name)
-
-
 NoneType = type(None)
 _UNIONS = (Union, types.UnionType)
 
 
 def format_type(tp: Any) -> str:
     """Returns an annotation as a user would write it: `int`, `float | None`, `list[int]`."""
-    if tp is Any:
-        return "Any"
-    if tp is NoneType or tp is None:
+    if tp is NoneType:
         return "None"
     origin = get_origin(tp)
     args = get_args(tp)

@@ -9,11 +9,11 @@ tuple -> list, a mapping -> a sub-config. Everything else that does not fit is a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
 import numbers
-import sys
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, get_args, get_origin
@@ -45,38 +45,22 @@ def field_types(cls: type) -> dict[str, Any]:
                 f"{klass.__qualname__} declares fields but is not a dataclass; "
                 "decorate it with @dataclasses.dataclass"
             )
-    names = [f.name for f in dataclasses.fields(cls)]
     try:
         hints = typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - fall back to resolving field by field
-        hints = {}
-    return {name: hints[name] if name in hints else _resolve_one(cls, name) for name in names}
+    except Exception:  # noqa: BLE001 - a config class defined in a function: find it by name
+        namespace = {**_classes.simple_names(), **vars(typing)}
+        try:
+            hints = typing.get_type_hints(cls, localns=namespace)
+        except Exception as error:  # noqa: BLE001 - reported as a ConfigError
+            raise ConfigError(f"cannot resolve the annotations of {cls.__qualname__} ({error}); "
+                              "define the classes they name at module level") from None
+    return {field.name: hints[field.name] for field in dataclasses.fields(cls)}
 
 
 def _is_classvar(annotation: Any) -> bool:
     if isinstance(annotation, str):
         return annotation.startswith(("ClassVar", "typing.ClassVar"))
     return annotation is ClassVar or get_origin(annotation) is ClassVar
-
-
-def _resolve_one(cls: type, name: str) -> Any:
-    """Resolves one annotation, also finding config classes defined in functions."""
-    for klass in cls.__mro__:
-        annotation = klass.__dict__.get("__annotations__", {}).get(name)
-        if annotation is None:
-            continue
-        if not isinstance(annotation, str):
-            return annotation
-        module = sys.modules.get(klass.__module__)
-        namespace = {**_classes.simple_names(), **vars(typing), "Any": Any}
-        try:
-            return eval(annotation, dict(vars(module)) if module else {}, namespace)  # noqa: S307
-        except Exception as error:  # noqa: BLE001 - reported as a ConfigError
-            raise ConfigError(
-                f"cannot resolve the annotation {annotation!r} of {cls.__qualname__}.{name} "
-                f"({error}); define the classes it names at module level"
-            ) from None
-    return Any
 
 
 def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
@@ -128,12 +112,10 @@ def _element_type(tp: Any, index: int | str | None = None) -> Any:
 
 
 def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool = True) -> Any:
-    """Checks `value` against the annotation `tp` and returns the value to store.
+    """Checks `value` against the resolved annotation `tp` and returns the value to store.
 
     Args:
-        value: The received value (from YAML, an override or an assignment).
-        tp: The resolved annotation of the field.
-        path: Dotted key of the field, used in error messages.
+        path: Dotted key of the field, for error messages.
         current: The field's present value: a mapping merges into a present sub-config
             or dict (which is returned); None builds a new one from defaults.
         strict: Whether unknown keys inside sub-configs are errors.
@@ -167,32 +149,14 @@ def coerce(value: Any, tp: Any, *, path: str, current: Any = None, strict: bool 
 
 
 def _coerce_scalar(value: Any, tp: Any, path: str) -> Any:
-    if tp is bool:
-        if type(value) is bool:
-            return value
-        raise _mismatch(value, tp, path, "; write true or false")
-    if tp is int:
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-            return int(value)
-        raise _mismatch(value, tp, path)
-    if tp is float:
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise _mismatch(value, tp, path)
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise _mismatch(value, tp, path, "; quote it to pass a string")
-    if isinstance(tp, type):
-        if isinstance(value, tp):
-            return value
-        raise _mismatch(value, tp, path)
-    return value  # an annotation form this module does not check (e.g. a TypeVar)
+    """A value of class ``tp`` as it is; a float field also takes ints and numeric strings."""
+    if tp is float and isinstance(value, numbers.Real | str) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError):
+            return float(value.strip() if isinstance(value, str) else value)
+    elif not isinstance(tp, type) or _fits(value, tp):  # a TypeVar (say) is not checked
+        return int(value) if tp is int else value
+    hint = {bool: "; write true or false", str: "; quote it to pass a string"}.get(tp, "")
+    raise _mismatch(value, tp, path, hint)
 
 
 def _fits(value: Any, tp: Any) -> bool:
@@ -227,9 +191,7 @@ def _coerce_union(value: Any, tp: Any, path: str, current: Any, strict: bool) ->
         if get_origin(members[0]) in (dict, Mapping) and _classes.is_config_class(type(current)):
             # Named sets replacing one config each start from a copy of it.
             current = {key: copy.deepcopy(current) for key in value}
-    for member in members:
-        if not _fits(value, member):
-            continue
+    for member in [member for member in members if _fits(value, member)]:
         try:
             return coerce(value, member, path=path, current=current, strict=strict)
         except ConfigError as error:
@@ -272,7 +234,7 @@ def named_configs_first(value: Mapping[Any, Any], members: list[Any]) -> tuple[l
 
 
 def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) -> Any:
-    if isinstance(value, _classes.root()):
+    if isinstance(value, _classes.ROOT):
         if isinstance(value, tp):
             return value
         raise _mismatch(value, tp, path)
@@ -290,7 +252,7 @@ def _coerce_config(value: Any, tp: type, path: str, current: Any, strict: bool) 
         if type(current) is not cls:
             current = None
     if current is None or not isinstance(current, cls):
-        if cls is _classes.root() and data:
+        if cls is _classes.ROOT and data:
             raise ConfigError(
                 f"{path or cls.__name__}: the field is annotated with the generic Config; annotate "
                 f"it with a concrete Config subclass or add '{TYPE_KEY}: module.Class' to the "
@@ -350,12 +312,10 @@ def _coerce_any(value: Any, path: str, current: Any, strict: bool) -> Any:
         return int(value)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, _classes.root()):
-        return value
+    if isinstance(value, _classes.ROOT) or (isinstance(value, Mapping) and TYPE_KEY in value):
+        present = current if _classes.is_config_class(type(current)) else None
+        return _coerce_config(value, _classes.ROOT, path, present, strict)
     if isinstance(value, Mapping):
-        if TYPE_KEY in value:
-            present = current if _classes.is_config_class(type(current)) else None
-            return _coerce_config(value, _classes.root(), path, present, strict)
         return _coerce_mapping(value, dict, path, current, strict)
     if isinstance(value, list | tuple):
         # A tuple stays a tuple, as in Model Garden (YAML has no tuples: a file gives a list).

@@ -1,14 +1,4 @@
-"""`Config`: the typed, lockable, YAML round-tripping base of every config.
-
-Subclasses are dataclasses with a docstring under each field::
-
-    @dataclasses.dataclass
-    class MyTaskConfig(TaskConfig):
-        num_classes: int = 10
-        \"\"\"Number of output classes.\"\"\"
-
-    cfg = MyTaskConfig().override("num_classes=5,train_data.global_batch_size=64")
-"""
+"""`Config`: the typed, lockable, YAML round-tripping base of every config."""
 
 from __future__ import annotations
 
@@ -16,7 +6,7 @@ import copy
 import dataclasses
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from torchgarden.config import _classes
@@ -41,9 +31,9 @@ _ABSENT = object()
 class Config:
     """Base class of all configs: typed fields, strict overrides, lock, YAML round trip.
 
-    Every subclass must be a `@dataclasses.dataclass` whose fields all have
-    defaults. Assigning a value checks it against the field's annotation;
-    assigning a name that is not a field is an error at any time.
+    Every subclass must be a `@dataclasses.dataclass` whose fields all have defaults
+    (and a docstring under each). Assigning a value checks it against the field's
+    annotation; assigning a name that is not a field is an error at any time.
 
     Class attributes:
         RESTRICTIONS: Relations such as `'trainer.train_steps > 0'` checked by
@@ -53,7 +43,8 @@ class Config:
         >>> @dataclasses.dataclass
         ... class Opt(Config):
         ...     lr: float = 0.1
-        >>> Opt().override({"lr": 1}).lr
+        ...     \"\"\"Learning rate.\"\"\"
+        >>> Opt().override("lr=1").lr
         1.0
     """
 
@@ -73,10 +64,8 @@ class Config:
         if name.startswith("_"):  # private state, not part of the config
             object.__setattr__(self, name, value)
             return
-        names = field_types(type(self))
-        if name not in names:
-            hint = did_you_mean(name, names, style="clause") or "; fields: " + ", ".join(names)
-            raise ConfigKeyError(f"{type(self).__name__} has no field {name!r}{hint}", key=name)
+        if name not in field_types(type(self)):
+            raise ConfigKeyError(self._no_field(name), key=name)
         self._refuse_if_locked(f"cannot set {name!r}")
         path = f"{type(self).__name__}.{name}"
         object.__setattr__(self, name, self._convert(name, value, path=path, current=None))
@@ -86,10 +75,8 @@ class Config:
             object.__delattr__(self, name)
             return
         self._refuse_if_locked(f"cannot delete {name!r}")
-        names = field_types(type(self))
-        if name not in names:
-            hint = did_you_mean(name, names, style="clause")
-            raise ConfigKeyError(f"{type(self).__name__} has no field {name!r}{hint}", key=name)
+        if name not in field_types(type(self)):
+            raise ConfigKeyError(self._no_field(name), key=name)
         # Model Garden's ParamsDict deletes the key; a typed config keeps every field.
         raise ConfigKeyError(
             f"cannot delete {type(self).__name__}.{name}: a config's fields are fixed by its "
@@ -101,8 +88,12 @@ class Config:
         # Only reached when normal lookup fails.
         if name.startswith("_"):
             raise AttributeError(name)
-        hint = did_you_mean(name, field_types(type(self)), style="clause")
-        raise AttributeError(f"{type(self).__name__} has no field {name!r}{hint}")
+        raise AttributeError(self._no_field(name))
+
+    def _no_field(self, name: str) -> str:
+        names = field_types(type(self))
+        hint = did_you_mean(name, names, style="clause") or "; fields: " + ", ".join(names)
+        return f"{type(self).__name__} has no field {name!r}{hint}"
 
     def _refuse_if_locked(self, action: str, key: str = "") -> None:
         if self.locked:
@@ -112,13 +103,9 @@ class Config:
     def _convert(
         self, name: str, value: Any, *, path: str, current: Any, strict: bool = True
     ) -> Any:
-        value = coerce(value, field_types(type(self))[name], path=path, current=current,
-                       strict=strict)
-        self._check_field(name, value, path)
-        return value
-
-    def _check_field(self, name: str, value: Any, path: str) -> None:
-        """Hook for checks on a single value at assignment time; the default accepts all."""
+        """Checks and converts a value for field ``name`` (a subclass may check more)."""
+        return coerce(value, field_types(type(self))[name], path=path, current=current,
+                      strict=strict)
 
     @property
     def locked(self) -> bool:
@@ -139,9 +126,6 @@ class Config:
                 (`'a.b=1,c=[1,2]'`, YAML/JSON text, or a YAML file path).
             strict: Whether an unknown key is an error. With False, unknown keys
                 are skipped. Defaults to True.
-
-        Returns:
-            self.
 
         Raises:
             ConfigError: On an unknown key (naming the dotted key and the closest
@@ -182,9 +166,7 @@ class Config:
                 object.__setattr__(self, key, new)
             elif strict:
                 valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
-                hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or valid
-                raise ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}",
-                                     key=_join(prefix, key))
+                raise _unknown_key(key, names, prefix, valid)
 
     # --------------------------------------------------------------- copy & lock
     def lock(self) -> Self:
@@ -211,8 +193,9 @@ class Config:
     def _set_locked(self, locked: bool) -> None:
         object.__setattr__(self, "_locked", locked)
         for name in field_types(type(self)):
-            for child in _configs_in(getattr(self, name)):
-                child._set_locked(locked)
+            for _, child in _items(getattr(self, name), name):
+                if isinstance(child, Config):
+                    child._set_locked(locked)
 
     # ---------------------------------------------------------------- validation
     def validate(self) -> Self:
@@ -230,7 +213,13 @@ class Config:
         object.__setattr__(self, "_path_prefix", prefix)
         self.check()
         for name in field_types(type(self)):
-            _validate_value(getattr(self, name), _join(prefix, name))
+            for path, value in _items(getattr(self, name), _join(prefix, name)):
+                if isinstance(value, float) and math.isnan(value):
+                    # NaN compares false with everything, so a NaN bound or rate silently
+                    # disables the check or poisons the run; no field means anything by it.
+                    raise ConfigError(f"{path} is NaN; give a number", key=path)
+                if isinstance(value, Config):
+                    value._validate(path)
 
     def check(self) -> None:
         """Hook: raise `ConfigError` for invalid values. The default accepts all.
@@ -301,9 +290,7 @@ class Config:
                 node = node[part]
             else:
                 names = field_types(type(node)) if isinstance(node, Config) else ()
-                hint = did_you_mean(part, names, prefix=_join(walked, ""), style="clause")
-                raise ConfigKeyError(f"unknown key {_join(walked, part)!r}{hint}",
-                                     key=_join(walked, part))
+                raise _unknown_key(part, names, walked)
             walked = _join(walked, part)
         return node
 
@@ -318,12 +305,19 @@ class Config:
         return isinstance(key, str) and self.get(key, _ABSENT) is not _ABSENT
 
 
-_classes.set_root(Config)
+_classes.ROOT = Config
+_classes.register(Config)
 
 
 def _join(prefix: str, key: object) -> str:
     """`prefix.key`, or `key` at the top level (empty `prefix`)."""
     return f"{prefix}.{key}" if prefix else str(key)
+
+
+def _unknown_key(key: str, names: Iterable[str], prefix: str, fallback: str = "") -> ConfigKeyError:
+    """The error for `key` under `prefix`: the closest of `names`, else `fallback`."""
+    hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or fallback
+    return ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}", key=_join(prefix, key))
 
 
 def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -345,29 +339,13 @@ def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return result
 
 
-def _configs_in(value: Any) -> Iterator[Config]:
-    """The configs held by a value (itself, or inside lists, tuples and dicts)."""
-    if isinstance(value, Config):
-        yield value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _configs_in(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _configs_in(item)
-
-
-def _validate_value(value: Any, path: str) -> None:
-    """Validates the configs inside ``value`` and refuses NaN anywhere in it."""
-    if isinstance(value, float) and math.isnan(value):
-        # NaN compares false with everything, so a NaN bound or rate silently disables
-        # the check or poisons the run; no config field means anything by it.
-        raise ConfigError(f"{path} is NaN; give a number", key=path)
-    if isinstance(value, Config):
-        value._validate(path)
-    elif isinstance(value, list | tuple):
+def _items(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """`(dotted key, item)` for `value`, or for each item inside its lists, tuples and dicts."""
+    if isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            _validate_value(item, f"{path}[{i}]")
+            yield from _items(item, f"{path}[{i}]")
     elif isinstance(value, dict):
         for key, item in value.items():
-            _validate_value(item, f"{path}.{key}")
+            yield from _items(item, f"{path}.{key}")
+    else:
+        yield path, value

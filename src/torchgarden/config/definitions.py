@@ -26,41 +26,40 @@ class DataConfig(Config):
     """Where the data comes from and how batches are formed."""
 
     input_path: str | list[str] = ""
-    """File path(s) or pattern(s); a string may list several, comma-separated. Defaults to ""."""
+    """File path(s) or pattern(s); a string may list several, comma-separated."""
     global_batch_size: int = 0
-    """Batch size summed over all processes; each rank gets an equal share. Defaults to 0."""
+    """Batch size summed over all processes; each rank gets an equal share."""
     is_training: bool | None = None
-    """Whether this is training data (shuffling, repeat, augmentation). Defaults to None."""
+    """Whether this is training data (shuffling, repeat, augmentation)."""
     drop_remainder: bool = True
-    """Drop the last incomplete batch. Defaults to True."""
+    """Drop the last incomplete batch."""
     shuffle_buffer_size: int = 100
-    """Kept for parity with Model Garden; PyTorch shuffles whole epochs. Defaults to 100."""
+    """Kept for parity with Model Garden; PyTorch shuffles whole epochs."""
     shuffle: bool | None = None
-    """Shuffle each epoch; None follows `is_training`. Defaults to None."""
+    """Shuffle each epoch; None follows `is_training`."""
     cache: bool = False
-    """Keep decoded examples in memory after the first epoch. Defaults to False."""
+    """Keep decoded examples in memory after the first epoch."""
     seed: int | None = None
-    """Seed of the shuffling order; None derives it from the runtime seed. Defaults to None."""
+    """Seed of the shuffling order; None derives it from the runtime seed."""
     deterministic: bool | None = None
-    """Batches in a fixed order even with workers; None keeps the default. Defaults to None."""
+    """Batches in a fixed order even with workers; None keeps the default."""
     sharding: bool = True
-    """Give each process a distinct shard of the data. Defaults to True."""
+    """Give each process a distinct shard of the data."""
     num_workers: int = 0
-    """DataLoader worker processes; 0 loads in the main process. Defaults to 0."""
+    """DataLoader worker processes; 0 loads in the main process."""
     pin_memory: bool = False
-    """Copy batches into page-locked memory for faster transfer to the GPU. Defaults to False."""
+    """Copy batches into page-locked memory for faster transfer to the GPU."""
     persistent_workers: bool = False
-    """Keep workers alive between epochs; needs `num_workers > 0`. Defaults to False."""
+    """Keep workers alive between epochs; needs `num_workers > 0`."""
     prefetch_factor: int | None = None
-    """Batches loaded ahead per worker; needs `num_workers > 0`; None uses PyTorch's
-    default. Defaults to None."""
+    """Batches loaded ahead per worker; needs `num_workers > 0`; None uses PyTorch's default."""
 
     def check(self) -> None:
         """Checks batch size and DataLoader worker settings."""
         _require(self, "global_batch_size", self.global_batch_size >= 0, ">= 0")
         _require(self, "num_workers", self.num_workers >= 0, ">= 0")
-        if self.prefetch_factor is not None:
-            _require(self, "prefetch_factor", self.prefetch_factor > 0, "> 0 or None")
+        prefetch = self.prefetch_factor
+        _require(self, "prefetch_factor", prefetch is None or prefetch > 0, "> 0 or None")
         if self.num_workers == 0 and (self.persistent_workers or self.prefetch_factor is not None):
             option = "persistent_workers" if self.persistent_workers else "prefetch_factor"
             raise ConfigError(
@@ -75,22 +74,22 @@ class TaskConfig(Config):
     """What is trained: model, data and initial weights. Subclass it per task."""
 
     init_checkpoint: str = ""
-    """Checkpoint to initialise weights from on a fresh `model_dir`. Defaults to ""."""
+    """Checkpoint to initialise weights from on a fresh `model_dir`."""
     init_checkpoint_modules: list[str] = _field(default_factory=list)
     """Module-name prefixes to restore from `init_checkpoint` (e.g. `["backbone"]`);
-    empty restores everything. Defaults to []."""
+    empty restores everything."""
     model: Config | None = None
-    """The model's config; tasks annotate it with their own class. Defaults to None."""
+    """The model's config; tasks annotate it with their own class."""
     train_data: DataConfig = _field(default_factory=DataConfig)
-    """Training data. Defaults to DataConfig()."""
+    """Training data."""
     validation_data: DataConfig | dict[str, DataConfig] = _field(default_factory=DataConfig)
     """Evaluation data, or named evaluation sets (`{clean: {...}, noisy: {...}}`), each
     evaluated at every validation point into `validation/<name>/`. A subclass that
-    declares its own data class here accepts named sets of it too. Defaults to DataConfig()."""
+    declares its own data class here accepts named sets of it too."""
     name: str | None = None
-    """Name of the task, used in logs. Defaults to None."""
+    """Name of the task, used in logs."""
     allow_image_summary: bool = False
-    """Let the task write image summaries. Defaults to False."""
+    """Let the task write image summaries."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -120,72 +119,69 @@ class TrainerConfig(Config):
     optimizer_config: OptimizationConfig = _field(default_factory=OptimizationConfig)
     """Optimizer, learning rate, warmup and EMA."""
     steps_per_loop: int = 1000
-    """Steps run between host-side work (logs, checks). Defaults to 1000."""
+    """Steps run between host-side work (logs, checks)."""
     summary_interval: int = 1000
-    """Steps between train summaries; a multiple of `steps_per_loop`. Defaults to 1000."""
+    """Steps between train summaries; a multiple of `steps_per_loop`."""
     checkpoint_interval: int = 1000
-    """Minimum steps between checkpoints (rounded up to loop ends). Defaults to 1000."""
+    """Minimum steps between checkpoints (rounded up to loop ends)."""
     max_to_keep: int = 5
-    """Checkpoints kept on disk. Defaults to 5."""
+    """Checkpoints kept on disk."""
     continuous_eval_timeout: int = 3600
-    """Seconds continuous eval waits for a new checkpoint. Defaults to 3600."""
+    """Seconds continuous eval waits for a new checkpoint."""
     train_steps: int = 0
-    """Absolute global step at which training stops. Defaults to 0."""
+    """Absolute global step at which training stops."""
     validation_steps: int = -1
-    """Eval steps per evaluation; -1 runs the whole eval dataset. Defaults to -1."""
+    """Eval steps per evaluation; -1 runs the whole eval dataset."""
     validation_interval: int = 1000
-    """Training steps between evaluations in `train_and_eval`. Defaults to 1000."""
+    """Training steps between evaluations in `train_and_eval`."""
     best_checkpoint_export_subdir: str = ""
     """Subdirectory of `model_dir` for the best checkpoint; set with the metric to
-    enable the export. Defaults to ""."""
+    enable the export."""
     best_checkpoint_eval_metric: str = ""
-    """Eval-log key that ranks checkpoints; `|` separates nesting levels. Defaults to ""."""
+    """Eval-log key that ranks checkpoints; `|` separates nesting levels."""
     best_checkpoint_metric_comp: str = "higher"
-    """Either "higher" or "lower": which metric values are better. Defaults to "higher"."""
+    """Either "higher" or "lower": which metric values are better."""
     loss_upper_bound: float = 1e6
-    """A loss above this (or NaN) counts as a blow-up. Defaults to 1e6."""
+    """A loss above this (or NaN) counts as a blow-up."""
     recovery_begin_steps: int = 0
-    """Blow-ups are checked from this step on. Defaults to 0."""
+    """Blow-ups are checked from this step on."""
     recovery_max_trials: int = 0
     """Below 0: ignore blow-ups; 0: fail on the first; N > 0: restore the latest
-    checkpoint up to N times, then fail. Defaults to 0."""
+    checkpoint up to N times, then fail."""
     recovery_check_every_step: bool = False
-    """Check for blow-ups every step, not once per loop (a host sync each). Defaults to False."""
+    """Check for blow-ups every step, not once per loop (a host sync each)."""
     validation_summary_subdir: str = "validation"
-    """Subdirectory of `model_dir` for eval summaries. Defaults to "validation"."""
+    """Subdirectory of `model_dir` for eval summaries."""
     preemption_on_demand_checkpoint: bool = True
     """Save a checkpoint when the process is asked to stop (see `preemption_signals`) and
-    exit with status 143 so a scheduler can requeue the job. Defaults to True."""
+    exit with status 143 so a scheduler can requeue the job."""
     preemption_signals: list[str] = _field(default_factory=lambda: ["SIGTERM", "SIGINT"])
     """Signals that request the preemption checkpoint (e.g. add "SIGUSR1" for SLURM).
-    A second signal aborts at once. Defaults to ["SIGTERM", "SIGINT"]."""
+    A second signal aborts at once."""
     gradient_accumulation_steps: int = 1
-    """Micro-batches whose gradients are summed before each optimizer step. Defaults to 1."""
+    """Micro-batches whose gradients are summed before each optimizer step."""
     enable_async_checkpointing: bool = False
-    """Write checkpoints in a background thread. Defaults to False."""
+    """Write checkpoints in a background thread."""
     checkpoint_format: str = "auto"
-    """How checkpoints are written: "single" (one `state.pt`, gathered onto and written by
-    rank 0), "dcp" (every rank writes its own shards with `torch.distributed.checkpoint`;
-    resumes at any world size; docs/distributed.md) or "auto" ("dcp" when
-    `runtime.distribution_strategy` is "fsdp", else "single"). Both formats are read
-    whatever this says. Defaults to "auto"."""
+    """How checkpoints are written: "single" (one `state.pt`, gathered onto and written by rank 0),
+    "dcp" (every rank writes its own shards with `torch.distributed.checkpoint`; resumes at any
+    world size; docs/distributed.md) or "auto" ("dcp" when `runtime.distribution_strategy` is
+    "fsdp", else "single"). Both formats are read whatever this says."""
     progress_bar: bool | None = None
-    """Show a progress bar; None shows one when stdout is a terminal. Defaults to None."""
+    """Show a progress bar; None shows one when stdout is a terminal."""
     export_on_best: bool = False
     """Write an export (safetensors, torch.export, ONNX; docs/export.md) of each new best
     checkpoint to `<best_checkpoint_export_subdir>/export-<step>/`, in a background
-    process; the newest `max_to_keep` are kept. Needs the best-checkpoint settings.
-    Defaults to False."""
+    process; the newest `max_to_keep` are kept. Needs the best-checkpoint settings."""
     metrics_file: bool = True
     """Also write every summary as one JSON line to `model_dir/metrics.jsonl` (what
-    `torchgarden report` reads). Defaults to True."""
+    `torchgarden report` reads)."""
     log_throughput: bool = True
     """Log `throughput/*` (examples/s, tokens/s, MFU, data-wait fraction) and `memory/*`
-    (peak CUDA memory, peak RSS) with each train loop. Defaults to True."""
+    (peak CUDA memory, peak RSS) with each train loop."""
     profile_steps: list[int] = _field(default_factory=list)
-    """`[first, last]`: record train steps first..last (1-based global steps) with
-    `torch.profiler` into `model_dir/profile/` (Chrome trace, TensorBoard profile plugin);
-    [] records nothing. Defaults to []."""
+    """`[first, last]`: record train steps first..last (1-based global steps) with `torch.profiler`
+    into `model_dir/profile/` (Chrome trace, TensorBoard profile plugin); [] records nothing."""
 
     def check(self) -> None:
         """Checks intervals, step counts and the best-checkpoint comparison."""
@@ -219,19 +215,10 @@ class TrainerConfig(Config):
                 f"{key} exports each new best checkpoint, so it needs "
                 f"{self.field_path('best_checkpoint_export_subdir')} (e.g. best_ckpt) and "
                 f"{self.field_path('best_checkpoint_eval_metric')} (e.g. accuracy) set", key=key)
-        self._check_preemption_signals()
-        self._check_profile_steps()
-
-    def _check_profile_steps(self) -> None:
         steps = self.profile_steps
-        if steps and not (len(steps) == 2 and 1 <= steps[0] <= steps[1]):
-            key = self.field_path("profile_steps")
-            raise ConfigError(
-                f"{key} must be [] or [first, last] with 1 <= first <= last, received "
-                f"{list(steps)!r}; e.g. [10, 15] records train steps 10 to 15", key=key,
-            )
-
-    def _check_preemption_signals(self) -> None:
+        steps_ok = not steps or (len(steps) == 2 and 1 <= steps[0] <= steps[1])
+        _require(self, "profile_steps", steps_ok, "[] or [first, last] with 1 <= first <= last "
+                 "(e.g. [10, 15] records train steps 10 to 15)")
         key = self.field_path("preemption_signals")
         for name in self.preemption_signals:
             found = signal_named(name)

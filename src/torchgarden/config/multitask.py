@@ -24,19 +24,12 @@ from torchgarden.config.errors import ConfigError, choose, require
 from torchgarden.config.oneof import OneOfConfig
 
 __all__ = [
-    "AnnealingSampleConfig",
-    "MultiEvalExperimentConfig",
-    "MultiTaskConfig",
-    "MultiTaskExperimentConfig",
-    "MultiTaskTrainerConfig",
-    "ProportionalSampleConfig",
-    "TaskRoutine",
-    "TaskSamplingConfig",
-    "UniformSampleConfig",
+    "AnnealingSampleConfig", "MultiEvalExperimentConfig", "MultiTaskConfig",
+    "MultiTaskExperimentConfig", "MultiTaskTrainerConfig", "ProportionalSampleConfig",
+    "TaskRoutine", "TaskSamplingConfig", "UniformSampleConfig",
 ]
 
 _field = dataclasses.field
-TRAINER_TYPES = ("interleaving", "joint")
 
 
 @dataclasses.dataclass
@@ -45,15 +38,14 @@ class TaskRoutine(Config):
 
     task_name: str = ""
     """The task's name: its logs go to `train/<name>/` and `validation/<name>/`; empty
-    uses `task_config.name`. Defaults to ""."""
+    uses `task_config.name`."""
     task_config: TaskConfig | None = None
-    """The task's own config (any registered task). Defaults to None."""
+    """The task's own config (any registered task)."""
     eval_steps: int | None = None
-    """Eval steps of this task; None uses `trainer.validation_steps`, -1 the whole set.
-    Defaults to None."""
+    """Eval steps of this task; None uses `trainer.validation_steps`, -1 the whole set."""
     task_weight: float = 1.0
     """Joint training: the factor of this task's loss in the sum. Interleaving: its
-    sampling weight (set it to the dataset size to sample by size). Defaults to 1.0."""
+    sampling weight (set it to the dataset size to sample by size)."""
 
     @property
     def name(self) -> str:
@@ -106,7 +98,7 @@ class MultiTaskConfig(TaskConfig):
     """
 
     task_routines: list[TaskRoutine] = _field(default_factory=list)
-    """The tasks, in order. Defaults to []."""
+    """The tasks, in order."""
 
     @property
     def task_names(self) -> list[str]:
@@ -143,7 +135,7 @@ class ProportionalSampleConfig(Config):
     """Tasks in proportion to ``task_weight ** alpha``."""
 
     alpha: float = 1.0
-    """The exponent of the weights: 1 is proportional, 0 uniform. Defaults to 1.0."""
+    """The exponent of the weights: 1 is proportional, 0 uniform."""
 
     def check(self) -> None:
         """Checks that ``alpha`` is finite and >= 0."""
@@ -156,10 +148,9 @@ class AnnealingSampleConfig(Config):
     2019): ``task_weight ** alpha`` with ``alpha = 1 - epoch / (num_epochs - 1)``."""
 
     steps_per_epoch: int = 5
-    """Steps with the same distribution. Defaults to 5."""
+    """Steps with the same distribution."""
     total_steps: int = 20
-    """Steps over which alpha goes from 1 to 0 (usually `trainer.train_steps`).
-    Defaults to 20."""
+    """Steps over which alpha goes from 1 to 0 (usually `trainer.train_steps`)."""
 
     def check(self) -> None:
         """Checks that both counts are >= 1."""
@@ -172,7 +163,7 @@ class TaskSamplingConfig(OneOfConfig):
     """How the interleaving trainer picks the task of each step."""
 
     type: str | None = "proportional"
-    """One of uniform, proportional, annealing. Defaults to "proportional"."""
+    """One of uniform, proportional, annealing."""
     uniform: UniformSampleConfig = _field(default_factory=UniformSampleConfig)
     proportional: ProportionalSampleConfig = _field(default_factory=ProportionalSampleConfig)
     annealing: AnnealingSampleConfig = _field(default_factory=AnnealingSampleConfig)
@@ -184,16 +175,16 @@ class MultiTaskTrainerConfig(TrainerConfig):
 
     trainer_type: str = "interleaving"
     """"interleaving": one task per step, picked by `task_sampler`; "joint": every task
-    each step, the loss the weighted sum. Defaults to "interleaving"."""
+    each step, the loss the weighted sum."""
     task_sampler: TaskSamplingConfig = _field(default_factory=TaskSamplingConfig)
     """The interleaving trainer's task distribution."""
     task_sampler_seed: int | None = None
-    """Seed of the task sampler; None uses `runtime.seed` (0 when unset). Defaults to None."""
+    """Seed of the task sampler; None uses `runtime.seed` (0 when unset)."""
 
     def check(self) -> None:
         """Checks the trainer type, the sampler and what multi-task training supports."""
         super().check()
-        choose(self, "trainer_type", TRAINER_TYPES)
+        choose(self, "trainer_type", ("interleaving", "joint"))
         if self.task_sampler.type is None:
             key = self.field_path("task_sampler.type")
             raise ConfigError(f"{key} must be uniform, proportional or annealing", key=key)
@@ -237,7 +228,7 @@ class MultiEvalExperimentConfig(_TypedExperiment, ExperimentConfig):
     ``MultiEvalExperimentConfig``): logs go to ``validation/<eval task name>/``."""
 
     eval_tasks: list[TaskRoutine] = _field(default_factory=list)
-    """The evaluation tasks; their weights are not used. Defaults to []."""
+    """The evaluation tasks; their weights are not used."""
 
     def check(self) -> None:
         """Checks that every evaluation task has its own name."""

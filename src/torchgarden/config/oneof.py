@@ -32,7 +32,7 @@ class OneOfConfig(Config):
     """
 
     type: str | None = None
-    """Name of the chosen alternative field, or None for none. Defaults to None."""
+    """Name of the chosen alternative field, or None for none."""
 
     @classmethod
     def alternatives(cls) -> tuple[str, ...]:
@@ -51,9 +51,11 @@ class OneOfConfig(Config):
             return super().get(key, default)
         return getattr(self, self.type) if self.type is not None else None
 
-    def _check_field(self, name: str, value: Any, path: str) -> None:
+    def _convert(self, name: str, value: Any, *, path: str, **kwargs: Any) -> Any:
+        value = super()._convert(name, value, path=path, **kwargs)
         if name == "type" and value is not None and value not in self.alternatives():
             raise not_one_of(path, value, self.alternatives())
+        return value
 
     def _export_names(self) -> list[str]:
         return ["type"] if self.type is None else ["type", self.type]

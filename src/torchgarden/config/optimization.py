@@ -9,8 +9,9 @@ The YAML shape matches Model Garden's, so this pastes unchanged::
         warmup: {type: linear, linear: {warmup_steps: 50}}
         ema: {average_decay: 0.9999}
 
-The alternatives live in `torchgarden.config.optimizers` and
-`torchgarden.config.learning_rates`; this module holds the one-of choices.
+The schedules and warmups below (one per ``learning_rate.type`` / ``warmup.type``) keep
+Model Garden's field names and defaults (``learning_rate_config.py``); the optimizers
+and their `OptimizerConfig` live in `torchgarden.config.optimizers`.
 """
 
 from __future__ import annotations
@@ -18,67 +19,182 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config.base import Config
-from torchgarden.config.learning_rates import (
-    ConstantLrConfig,
-    CosineLrConfig,
-    ExponentialLrConfig,
-    LinearWarmupConfig,
-    PolynomialLrConfig,
-    PolynomialWarmupConfig,
-    PowerAndLinearDecayLrConfig,
-    PowerDecayWithOffsetLrConfig,
-    PowerLrConfig,
-    StepCosineLrConfig,
-    StepwiseLrConfig,
-)
 from torchgarden.config.oneof import OneOfConfig
-from torchgarden.config.optimizers import (
-    AdafactorConfig,
-    AdagradConfig,
-    AdamConfig,
-    AdamExperimentalConfig,
-    AdamWConfig,
-    AdamWExperimentalConfig,
-    LAMBConfig,
-    LARSConfig,
-    RMSpropConfig,
-    SGDConfig,
-    SGDExperimentalConfig,
-)
+from torchgarden.config.optimizers import OptimizerConfig
 
-__all__ = ["EMAConfig", "LrConfig", "OptimizationConfig", "OptimizerConfig", "WarmupConfig"]
+__all__ = [
+    "ConstantLrConfig", "CosineLrConfig", "EMAConfig", "ExponentialLrConfig",
+    "LinearWarmupConfig", "LrConfig", "OptimizationConfig", "PolynomialLrConfig",
+    "PolynomialWarmupConfig", "PowerAndLinearDecayLrConfig", "PowerDecayWithOffsetLrConfig",
+    "PowerLrConfig", "ScheduleConfig", "StepCosineLrConfig", "StepwiseLrConfig", "WarmupConfig",
+]
 
 _field = dataclasses.field
 
 
+# ------------------------------------------------------------ schedules and warmups
 @dataclasses.dataclass
-class OptimizerConfig(OneOfConfig):
-    """Chooses the optimizer: `type` names one of the fields below (Model Garden's names),
-    which holds that optimizer's settings."""
+class ScheduleConfig(Config):
+    """Fields shared by every schedule and warmup config."""
 
-    type: str | None = "sgd"
-    """The optimizer in use. Defaults to "sgd"."""
-    sgd: SGDConfig = _field(default_factory=SGDConfig)
-    sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
-    adam: AdamConfig = _field(default_factory=AdamConfig)
-    adam_experimental: AdamExperimentalConfig = _field(default_factory=AdamExperimentalConfig)
-    adamw: AdamWConfig = _field(default_factory=AdamWConfig)
-    adamw_experimental: AdamWExperimentalConfig = _field(
-        default_factory=AdamWExperimentalConfig)
-    lamb: LAMBConfig = _field(default_factory=LAMBConfig)
-    rmsprop: RMSpropConfig = _field(default_factory=RMSpropConfig)
-    lars: LARSConfig = _field(default_factory=LARSConfig)
-    adagrad: AdagradConfig = _field(default_factory=AdagradConfig)
-    adafactor: AdafactorConfig = _field(default_factory=AdafactorConfig)
+    name: str | None = None
+    """Model Garden's display name of the schedule; accepted so pasted configs read, unused."""
 
 
+@dataclasses.dataclass
+class ConstantLrConfig(ScheduleConfig):
+    """A fixed learning rate."""
+
+    learning_rate: float = 0.1
+    """The learning rate."""
+
+
+@dataclasses.dataclass
+class StepwiseLrConfig(ScheduleConfig):
+    """Piecewise-constant rate: `values[i]` until step `boundaries[i]`, then the next."""
+
+    boundaries: list[int] = _field(default_factory=list)
+    """Steps where the rate changes, increasing."""
+    values: list[float] = _field(default_factory=list)
+    """Rates, one more than `boundaries`."""
+    offset: int = 0
+    """Steps subtracted from the global step before the schedule."""
+
+
+@dataclasses.dataclass
+class ExponentialLrConfig(ScheduleConfig):
+    """`initial_learning_rate * decay_rate ** (step / decay_steps)`."""
+
+    initial_learning_rate: float = 0.1
+    """Rate at step 0."""
+    decay_steps: int = 1
+    """Steps per decay period."""
+    decay_rate: float = 0.96
+    """Factor applied per period."""
+    staircase: bool = False
+    """Decay in whole periods (integer division)."""
+    offset: int = 0
+    """Steps subtracted from the global step before the schedule."""
+
+
+@dataclasses.dataclass
+class PolynomialLrConfig(ScheduleConfig):
+    """Polynomial decay from `initial_learning_rate` to `end_learning_rate`."""
+
+    initial_learning_rate: float = 0.1
+    """Rate at step 0."""
+    decay_steps: int = 1
+    """Steps over which the rate decays."""
+    end_learning_rate: float = 1e-4
+    """Rate after `decay_steps`."""
+    power: float = 1.0
+    """Exponent of the polynomial (1.0 is linear)."""
+    cycle: bool = False
+    """Restart the decay every `decay_steps` (with a growing period)."""
+    offset: int = 0
+    """Steps subtracted from the global step before the schedule."""
+
+
+@dataclasses.dataclass
+class CosineLrConfig(ScheduleConfig):
+    """Cosine decay from `initial_learning_rate` to `alpha * initial_learning_rate`."""
+
+    initial_learning_rate: float = 0.1
+    """Rate at step 0."""
+    decay_steps: int = 1
+    """Steps over which the rate decays."""
+    alpha: float = 0.0
+    """Final rate as a fraction of the initial one."""
+    offset: int = 0
+    """Steps subtracted from the global step before the schedule."""
+
+
+@dataclasses.dataclass
+class PowerLrConfig(ScheduleConfig):
+    """`initial_learning_rate * max(step, 1) ** power`."""
+
+    initial_learning_rate: float = 0.1
+    """Rate at step 1."""
+    power: float = -0.5
+    """Exponent applied to the step."""
+    offset: int = 0
+    """Steps subtracted from the global step before the schedule."""
+
+
+@dataclasses.dataclass
+class PowerAndLinearDecayLrConfig(ScheduleConfig):
+    """``power_linear``: ``lr * max(t, 1) ** power``, times a linear ramp to zero over the
+    last ``linear_decay_fraction`` of ``total_decay_steps`` (``t = step - offset``)."""
+
+    initial_learning_rate: float = 0.1
+    """Rate at steps 0 and 1."""
+    total_decay_steps: int = 1
+    """Step (after the offset) at which the rate reaches zero."""
+    power: float = -0.5
+    """Exponent applied to the step."""
+    linear_decay_fraction: float = 0.1
+    """Fraction of ``total_decay_steps`` over which the linear ramp runs."""
+    offset: int = 0
+    """Steps subtracted from the global step before the schedule."""
+
+
+@dataclasses.dataclass
+class PowerDecayWithOffsetLrConfig(ScheduleConfig):
+    """``power_with_offset``: ``pre_offset_learning_rate`` up to step ``offset``, then
+    ``lr * max(step - offset, 1) ** power``, capped at ``pre_offset_learning_rate``."""
+
+    initial_learning_rate: float = 0.1
+    """Multiplier of the power decay."""
+    power: float = -0.5
+    """Exponent applied to the step."""
+    offset: int = 0
+    """Step where the power decay starts."""
+    pre_offset_learning_rate: float = 1.0e6
+    """Rate up to ``offset``, and the cap afterwards."""
+
+
+@dataclasses.dataclass
+class StepCosineLrConfig(ScheduleConfig):
+    """``step_cosine_with_offset``: segment ``i`` (from ``boundaries[i]``) decays along a
+    cosine from ``values[i]`` to ``values[i + 1]`` over ``boundaries[i + 1] - boundaries[i]``
+    steps."""
+
+    boundaries: list[int] = _field(default_factory=list)
+    """Segment starts, strictly increasing (usually from 0)."""
+    values: list[float] = _field(default_factory=list)
+    """Rate at the start of each segment; as many as ``boundaries``."""
+    offset: int = 0
+    """Steps subtracted from the global step before the schedule."""
+
+
+@dataclasses.dataclass
+class LinearWarmupConfig(ScheduleConfig):
+    """Linear ramp from `warmup_learning_rate` to the schedule's rate at `warmup_steps`."""
+
+    warmup_learning_rate: float = 0.0
+    """Rate at step 0."""
+    warmup_steps: int = 0
+    """Length of the ramp; 0 disables warmup."""
+
+
+@dataclasses.dataclass
+class PolynomialWarmupConfig(ScheduleConfig):
+    """Rate at `warmup_steps` times `(max(step, 1) / warmup_steps) ** power`."""
+
+    power: float = 1.0
+    """Exponent of the ramp."""
+    warmup_steps: int = 0
+    """Length of the ramp; 0 or less disables warmup."""
+
+
+# ---------------------------------------------------------------- one-of choices
 @dataclasses.dataclass
 class LrConfig(OneOfConfig):
     """Chooses the schedule: `type` names one of the fields below (Model Garden's names),
     which holds that schedule's settings."""
 
     type: str | None = "constant"
-    """The schedule in use. Defaults to "constant"."""
+    """The schedule in use."""
     constant: ConstantLrConfig = _field(default_factory=ConstantLrConfig)
     stepwise: StepwiseLrConfig = _field(default_factory=StepwiseLrConfig)
     exponential: ExponentialLrConfig = _field(default_factory=ExponentialLrConfig)
@@ -98,7 +214,7 @@ class WarmupConfig(OneOfConfig):
     `polynomial`), or is None for no warmup."""
 
     type: str | None = None
-    """The warmup in use, or None. Defaults to None."""
+    """The warmup in use, or None."""
     linear: LinearWarmupConfig = _field(default_factory=LinearWarmupConfig)
     polynomial: PolynomialWarmupConfig = _field(default_factory=PolynomialWarmupConfig)
 
@@ -109,17 +225,15 @@ class EMAConfig(Config):
     """Exponential moving average of the weights, swapped in for evaluation."""
 
     trainable_weights_only: bool = True
-    """Average only parameters that require gradients (not buffers). Defaults to True."""
+    """Average only parameters that require gradients (not buffers)."""
     average_decay: float = 0.99
-    """Decay of the average. Defaults to 0.99."""
+    """Decay of the average."""
     start_step: int = 0
-    """Decay is 0 (the average copies the weights) before this step. Defaults to 0."""
+    """Decay is 0 (the average copies the weights) before this step."""
     dynamic_decay: bool = True
-    """Use `min(average_decay, (1 + t) / (10 + t))` with `t = step - start_step`.
-    Defaults to True."""
+    """Use `min(average_decay, (1 + t) / (10 + t))` with `t = step - start_step`."""
     name: str | None = None
-    """Model Garden's display name; accepted so pasted configs read, unused. Defaults to
-    None."""
+    """Model Garden's display name; accepted so pasted configs read, unused."""
 
 
 @dataclasses.dataclass
@@ -134,4 +248,4 @@ class OptimizationConfig(Config):
     """The warmup (one-of). Defaults to none."""
     ema: EMAConfig | None = None
     """Weight averaging; None disables it. A mapping such as `{average_decay: 0.9999}`
-    turns it on. Defaults to None."""
+    turns it on."""

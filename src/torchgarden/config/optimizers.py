@@ -1,4 +1,5 @@
-"""Optimizer configs, one per ``trainer.optimizer_config.optimizer.type``.
+"""Optimizer configs, one per ``trainer.optimizer_config.optimizer.type``, and the
+`OptimizerConfig` that picks one.
 
 Field names and defaults are Model Garden's (``optimizer_config.py``) so that a pasted
 ``optimizer`` block reads unchanged; the porting guide lists the few documented renames.
@@ -9,20 +10,12 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config.base import Config
+from torchgarden.config.oneof import OneOfConfig
 
 __all__ = [
-    "AdafactorConfig",
-    "AdagradConfig",
-    "AdamConfig",
-    "AdamExperimentalConfig",
-    "AdamMomentsConfig",
-    "AdamWConfig",
-    "AdamWExperimentalConfig",
-    "BaseOptimizerConfig",
-    "LAMBConfig",
-    "LARSConfig",
-    "RMSpropConfig",
-    "SGDConfig",
+    "AdafactorConfig", "AdagradConfig", "AdamConfig", "AdamExperimentalConfig",
+    "AdamMomentsConfig", "AdamWConfig", "AdamWExperimentalConfig", "BaseOptimizerConfig",
+    "LAMBConfig", "LARSConfig", "OptimizerConfig", "RMSpropConfig", "SGDConfig",
     "SGDExperimentalConfig",
 ]
 
@@ -34,17 +27,17 @@ class BaseOptimizerConfig(Config):
     """Fields shared by every optimizer. The learning rate comes from `LrConfig`."""
 
     clipnorm: float | None = None
-    """Clip each parameter's gradient to this L2 norm; None disables. Defaults to None."""
+    """Clip each parameter's gradient to this L2 norm; None disables."""
     clipvalue: float | None = None
-    """Clip gradient values to [-clipvalue, clipvalue]; None disables. Defaults to None."""
+    """Clip gradient values to [-clipvalue, clipvalue]; None disables."""
     global_clipnorm: float | None = None
-    """Clip the global L2 norm of all gradients; None disables. Defaults to None."""
+    """Clip the global L2 norm of all gradients; None disables."""
     fused: bool | None = None
     """True: torch's fused kernel (faster, rounds differently). None or False: torch's default
-    implementation, bitwise equal to ``torch.optim.X(params, ...)``. Defaults to None."""
+    implementation, bitwise equal to ``torch.optim.X(params, ...)``."""
     name: str | None = None
     """Model Garden's display name of the optimizer; accepted so pasted configs read,
-    unused by torch. Defaults to None."""
+    unused by torch."""
 
 
 @dataclasses.dataclass
@@ -52,14 +45,14 @@ class SGDConfig(BaseOptimizerConfig):
     """Stochastic gradient descent (`torch.optim.SGD`) with Model Garden's options."""
 
     momentum: float = 0.0
-    """Momentum factor. Defaults to 0.0."""
+    """Momentum factor."""
     nesterov: bool = False
-    """Use Nesterov momentum. Defaults to False."""
+    """Use Nesterov momentum."""
     weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
+    """L2 penalty added to the gradient."""
     decay: float = 0.0
-    """Keras' legacy inverse-time decay: the rate at step ``t`` is
-    ``schedule(t) / (1 + decay * t)``. Defaults to 0.0 (off)."""
+    """Keras' legacy inverse-time decay (0 is off): the rate at step ``t`` is
+    ``schedule(t) / (1 + decay * t)``."""
 
 
 @dataclasses.dataclass
@@ -67,11 +60,11 @@ class SGDExperimentalConfig(BaseOptimizerConfig):
     """Model Garden's ``sgd_experimental`` (the new Keras SGD): `torch.optim.SGD`."""
 
     momentum: float = 0.0
-    """Momentum factor. Defaults to 0.0."""
+    """Momentum factor."""
     nesterov: bool = False
-    """Use Nesterov momentum. Defaults to False."""
+    """Use Nesterov momentum."""
     jit_compile: bool = False
-    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``. Defaults to False."""
+    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``."""
 
 
 @dataclasses.dataclass
@@ -79,13 +72,13 @@ class AdamMomentsConfig(BaseOptimizerConfig):
     """The moment settings shared by the Adam family, with Keras' default epsilon."""
 
     beta_1: float = 0.9
-    """Decay rate of the first-moment estimate. Defaults to 0.9."""
+    """Decay rate of the first-moment estimate."""
     beta_2: float = 0.999
-    """Decay rate of the second-moment estimate. Defaults to 0.999."""
+    """Decay rate of the second-moment estimate."""
     epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7 (Keras; PyTorch uses 1e-8)."""
+    """Numerical-stability term (Keras' default; PyTorch's is 1e-8)."""
     amsgrad: bool = False
-    """Use the AMSGrad variant. Defaults to False."""
+    """Use the AMSGrad variant."""
 
 
 @dataclasses.dataclass
@@ -93,7 +86,7 @@ class AdamConfig(AdamMomentsConfig):
     """Adam (`torch.optim.Adam`), with Keras' default epsilon."""
 
     weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
+    """L2 penalty added to the gradient."""
 
 
 @dataclasses.dataclass
@@ -101,7 +94,7 @@ class AdamExperimentalConfig(AdamConfig):
     """Model Garden's ``adam_experimental`` (the new Keras Adam): `torch.optim.Adam`."""
 
     jit_compile: bool = False
-    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``. Defaults to False."""
+    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``."""
 
 
 @dataclasses.dataclass
@@ -109,16 +102,16 @@ class AdamWConfig(AdamMomentsConfig):
     """Adam with decoupled weight decay (`torch.optim.AdamW`), Model Garden's ``adamw``."""
 
     weight_decay_rate: float = 0.0
-    """Decoupled weight-decay rate. Defaults to 0.0."""
+    """Decoupled weight-decay rate."""
     include_in_weight_decay: list[str] | None = None
     """Regexes (``re.search`` on parameter names); a match always decays, even when an
-    ``exclude_from_weight_decay`` pattern also matches. Defaults to None."""
+    ``exclude_from_weight_decay`` pattern also matches."""
     exclude_from_weight_decay: list[str] | None = None
     """Regexes (``re.search`` on parameter names, e.g. ``bias``, ``norm``) that get no
-    weight decay. Defaults to None."""
+    weight decay."""
     gradient_clip_norm: float | None = None
-    """Clip the global gradient norm to this value (Model Garden's default is 1.0: set
-    it to keep that). Defaults to None (no clipping)."""
+    """Clip the global gradient norm to this value; None does not clip (Model Garden's
+    default is 1.0: set it to keep that)."""
 
 
 @dataclasses.dataclass
@@ -126,11 +119,11 @@ class AdamWExperimentalConfig(AdamMomentsConfig):
     """Model Garden's ``adamw_experimental`` (Keras AdamW): `torch.optim.AdamW`."""
 
     weight_decay: float = 0.0
-    """Decoupled weight-decay rate. Defaults to 0.0."""
+    """Decoupled weight-decay rate."""
     global_clipnorm: float | None = 1.0
-    """Clip the global gradient norm (Model Garden's default 1.0). Defaults to 1.0."""
+    """Clip the global gradient norm (Model Garden's default 1.0)."""
     jit_compile: bool = False
-    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``. Defaults to False."""
+    """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``."""
 
 
 @dataclasses.dataclass
@@ -138,15 +131,15 @@ class RMSpropConfig(BaseOptimizerConfig):
     """RMSprop (`torch.optim.RMSprop`)."""
 
     rho: float = 0.9
-    """Discount factor of the squared-gradient average (PyTorch's `alpha`). Defaults to 0.9."""
+    """Discount factor of the squared-gradient average (PyTorch's `alpha`)."""
     momentum: float = 0.0
-    """Momentum factor. Defaults to 0.0."""
+    """Momentum factor."""
     epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7."""
+    """Numerical-stability term."""
     centered: bool = False
-    """Normalise by the estimated gradient variance. Defaults to False."""
+    """Normalise by the estimated gradient variance."""
     weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
+    """L2 penalty added to the gradient."""
 
 
 @dataclasses.dataclass
@@ -154,11 +147,11 @@ class AdagradConfig(BaseOptimizerConfig):
     """Adagrad (`torch.optim.Adagrad`)."""
 
     initial_accumulator_value: float = 0.1
-    """Starting value of the squared-gradient accumulators. Defaults to 0.1."""
+    """Starting value of the squared-gradient accumulators."""
     epsilon: float = 1e-7
-    """Numerical-stability term. Defaults to 1e-7."""
+    """Numerical-stability term."""
     weight_decay: float = 0.0
-    """L2 penalty added to the gradient. Defaults to 0.0."""
+    """L2 penalty added to the gradient."""
 
 
 @dataclasses.dataclass
@@ -166,18 +159,18 @@ class LAMBConfig(BaseOptimizerConfig):
     """LAMB (You et al., 2019; TF Addons' rule): `torchgarden.optim.LAMB`."""
 
     beta_1: float = 0.9
-    """Decay rate of the first-moment estimate. Defaults to 0.9."""
+    """Decay rate of the first-moment estimate."""
     beta_2: float = 0.999
-    """Decay rate of the second-moment estimate. Defaults to 0.999."""
+    """Decay rate of the second-moment estimate."""
     epsilon: float = 1e-6
-    """Added to the bias-corrected root second moment. Defaults to 1e-6."""
+    """Added to the bias-corrected root second moment."""
     weight_decay_rate: float = 0.0
-    """Decoupled weight decay added to the update before the trust ratio. Defaults to 0.0."""
+    """Decoupled weight decay added to the update before the trust ratio."""
     exclude_from_weight_decay: list[str] | None = None
-    """Regexes (``re.search`` on parameter names) that get no weight decay. Defaults to None."""
+    """Regexes (``re.search`` on parameter names) that get no weight decay."""
     exclude_from_layer_adaptation: list[str] | None = None
     """Regexes whose parameters use trust ratio 1; None: the same as
-    ``exclude_from_weight_decay``. Defaults to None."""
+    ``exclude_from_weight_decay``."""
 
 
 @dataclasses.dataclass
@@ -185,21 +178,21 @@ class LARSConfig(BaseOptimizerConfig):
     """LARS (You et al., 2017; Model Garden's rule): `torchgarden.optim.LARS`."""
 
     momentum: float = 0.9
-    """Momentum factor. Defaults to 0.9."""
+    """Momentum factor."""
     eeta: float = 0.001
-    """LARS coefficient: the trust ratio is ``eeta * ||w|| / ||g||``. Defaults to 0.001."""
+    """LARS coefficient: the trust ratio is ``eeta * ||w|| / ||g||``."""
     weight_decay_rate: float = 0.0
-    """L2 term added to the gradient before the trust ratio. Defaults to 0.0."""
+    """L2 term added to the gradient before the trust ratio."""
     nesterov: bool = False
-    """Use Nesterov momentum. Defaults to False."""
+    """Use Nesterov momentum."""
     classic_momentum: bool = True
     """True: the scaled rate enters the momentum; False ("popular" momentum): the trust
-    ratio is taken on the momentum update. Defaults to True."""
+    ratio is taken on the momentum update."""
     exclude_from_weight_decay: list[str] | None = None
-    """Regexes (``re.search`` on parameter names) that get no weight decay. Defaults to None."""
+    """Regexes (``re.search`` on parameter names) that get no weight decay."""
     exclude_from_layer_adaptation: list[str] | None = None
     """Regexes whose parameters use trust ratio 1; None: the same as
-    ``exclude_from_weight_decay``. Defaults to None."""
+    ``exclude_from_weight_decay``."""
 
 
 @dataclasses.dataclass
@@ -212,26 +205,47 @@ class AdafactorConfig(BaseOptimizerConfig):
     """
 
     factored: bool = True
-    """Factor the second moment of matrices (torch always does). Defaults to True."""
+    """Factor the second moment of matrices (torch always does)."""
     multiply_by_parameter_scale: bool = True
-    """Scale the step by the parameter's RMS (torch always does). Defaults to True."""
+    """Scale the step by the parameter's RMS (torch always does)."""
     beta1: float | None = None
-    """First-moment decay; torch's Adafactor has no momentum, so only None. Defaults to None."""
+    """First-moment decay; torch's Adafactor has no momentum, so only None."""
     decay_rate: float = 0.8
     """Second-moment decay exponent: ``beta2_t = 1 - t ** -decay_rate`` (torch's
-    ``beta2_decay = -decay_rate``). Defaults to 0.8."""
+    ``beta2_decay = -decay_rate``)."""
     step_offset: int = 0
-    """Step offset of the decay; only 0. Defaults to 0."""
+    """Step offset of the decay; only 0."""
     clipping_threshold: float = 1.0
-    """Update clipping threshold (torch's ``d``). Defaults to 1.0."""
+    """Update clipping threshold (torch's ``d``)."""
     min_dim_size_to_factor: int = 128
     """Model Garden factors only matrices whose dims reach this; torch factors every
-    matrix, so only values <= 1 are exact and others log a warning. Defaults to 128."""
+    matrix, so only values <= 1 are exact and others log a warning."""
     epsilon1: float = 1e-30
-    """Added to squared gradients (torch's ``eps[0]``). Defaults to 1e-30."""
+    """Added to squared gradients (torch's ``eps[0]``)."""
     epsilon2: float = 1e-3
-    """Floor of the parameter RMS (torch's ``eps[1]``). Defaults to 1e-3."""
+    """Floor of the parameter RMS (torch's ``eps[1]``)."""
     weight_decay: float | None = None
-    """Decoupled weight decay; None is 0. Defaults to None."""
+    """Decoupled weight decay; None is 0."""
     include_in_weight_decay: str | None = None
-    """One regex; when set, only matching parameters decay. Defaults to None."""
+    """One regex; when set, only matching parameters decay."""
+
+
+@dataclasses.dataclass
+class OptimizerConfig(OneOfConfig):
+    """Chooses the optimizer: `type` names one of the fields below (Model Garden's names),
+    which holds that optimizer's settings."""
+
+    type: str | None = "sgd"
+    """The optimizer in use."""
+    sgd: SGDConfig = _field(default_factory=SGDConfig)
+    sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
+    adam: AdamConfig = _field(default_factory=AdamConfig)
+    adam_experimental: AdamExperimentalConfig = _field(default_factory=AdamExperimentalConfig)
+    adamw: AdamWConfig = _field(default_factory=AdamWConfig)
+    adamw_experimental: AdamWExperimentalConfig = _field(
+        default_factory=AdamWExperimentalConfig)
+    lamb: LAMBConfig = _field(default_factory=LAMBConfig)
+    rmsprop: RMSpropConfig = _field(default_factory=RMSpropConfig)
+    lars: LARSConfig = _field(default_factory=LARSConfig)
+    adagrad: AdagradConfig = _field(default_factory=AdagradConfig)
+    adafactor: AdafactorConfig = _field(default_factory=AdafactorConfig)

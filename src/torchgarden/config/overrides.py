@@ -13,6 +13,7 @@ All YAML is read with a safe loader that also reads `1e-4` (no dot) as a float.
 
 from __future__ import annotations
 
+import graphlib
 import os
 import re
 from pathlib import Path
@@ -121,31 +122,26 @@ def _too_deep(source: str, line: int | str) -> ConfigError:
 def _check_node(root: yaml.Node, source: str) -> None:
     """Counts the nodes the document expands to (aliases included, each node once per
     use) without expanding it, and refuses duplicate mapping keys and recursive aliases."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    open_nodes: set[int] = set()
+    graph: dict[yaml.Node, list[yaml.Node]] = {}
+    stack = [root]
     while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children = _children(node, source)
-        if children_done:
-            open_nodes.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
-            if sizes[id(node)] > MAX_YAML_NODES:
+        node = stack.pop()
+        if node not in graph:
+            graph[node] = _children(node, source)
+            stack.extend(graph[node])
+    sizes: dict[yaml.Node, int] = {}
+    try:
+        for node in graphlib.TopologicalSorter(graph).static_order():  # children first
+            sizes[node] = 1 + sum(sizes[child] for child in graph[node])
+            if sizes[node] > MAX_YAML_NODES:
                 raise ConfigError(
                     f"{source} expands to more than {MAX_YAML_NODES} values through its "
                     f"aliases (*name) (line {node.start_mark.line + 1}); a config is far smaller"
                 )
-            continue
-        if id(node) in open_nodes:
-            raise ConfigError(
-                f"{source}: an alias refers to a value that contains it (line "
-                f"{node.start_mark.line + 1}); a config cannot be recursive"
-            )
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
+    except graphlib.CycleError as error:
+        line = error.args[1][0].start_mark.line + 1
+        raise ConfigError(f"{source}: an alias refers to a value that contains it (line {line}); "
+                          "a config cannot be recursive") from None
 
 
 def _children(node: yaml.Node, source: str) -> list[yaml.Node]:
@@ -238,6 +234,11 @@ def parse_override(text: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------- key=value
 _KEY = re.compile(r"\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*(\[[^\]]*\])?\s*=")
+# A bare value runs to the next ',' that starts another key= (or to the end).
+_BARE = re.compile(rf"(.*?)(?:(?=,{_KEY.pattern})|\Z)", re.DOTALL)
+_LIST_ITEM = re.compile(r"[^,\]]*")
+_SPACE = re.compile(r"\s*")
+_BLANKS = re.compile(r"[ \t]*")
 _INT = re.compile(r"^[-+]?\d+$")
 _FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
 WORDS = {
@@ -266,8 +267,7 @@ def _parse_pairs(text: str) -> dict[str, Any] | None:
             )
         value, pos = _parse_value(text, match.end())
         _insert(result, key, value, text)
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
+        pos = _SPACE.match(text, pos).end()
         if pos == len(text):
             return result
         if text[pos] != ",":
@@ -276,22 +276,13 @@ def _parse_pairs(text: str) -> dict[str, Any] | None:
 
 
 def _parse_value(text: str, pos: int) -> tuple[Any, int]:
-    while pos < len(text) and text[pos] in " \t":
-        pos += 1
-    if pos == len(text):
-        return "", pos
-    if text[pos] in "'\"":
+    pos = _BLANKS.match(text, pos).end()
+    if text[pos : pos + 1] in ("'", '"'):
         return _parse_quoted(text, pos)
-    if text[pos] == "[":
+    if text[pos : pos + 1] == "[":
         return _parse_list(text, pos)
-    end = pos
-    while True:  # a bare value runs to the next ',' that starts another key=
-        comma = text.find(",", end)
-        if comma == -1:
-            return _scalar(text[pos:].strip()), len(text)
-        if _KEY.match(text, comma + 1):
-            return _scalar(text[pos:comma].strip()), comma
-        end = comma + 1
+    bare = _BARE.match(text, pos)
+    return _scalar(bare[1].strip()), bare.end(1)
 
 
 def _parse_quoted(text: str, pos: int) -> tuple[str, int]:
@@ -304,30 +295,23 @@ def _parse_quoted(text: str, pos: int) -> tuple[str, int]:
 
 def _parse_list(text: str, pos: int) -> tuple[list[Any], int]:
     items: list[Any] = []
-    pos += 1
+    pos = _SPACE.match(text, pos + 1).end()
+    if text[pos : pos + 1] == "]":
+        return items, pos + 1
     while True:
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
-        if pos == len(text):
-            raise ConfigError(f"override {text!r}: missing ']' to close a list")
-        char = text[pos]
-        if char == "]" and not items:
-            return items, pos + 1
-        if char == "[":
+        pos = _SPACE.match(text, pos).end()
+        if text[pos : pos + 1] == "[":
             raise ConfigError(
                 f"override {text!r}: nested lists are not supported in key=value form; "
                 "use YAML instead, e.g. '{a: [[1, 2], [3]]}'"
             )
-        if char in "'\"":
+        if text[pos : pos + 1] in ("'", '"'):
             item, pos = _parse_quoted(text, pos)
         else:
-            end = pos
-            while end < len(text) and text[end] not in ",]":
-                end += 1
+            end = _LIST_ITEM.match(text, pos).end()
             item, pos = _scalar(text[pos:end].strip()), end
         items.append(item)
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
+        pos = _SPACE.match(text, pos).end()
         if pos == len(text):
             raise ConfigError(f"override {text!r}: missing ']' to close a list")
         if text[pos] == "]":

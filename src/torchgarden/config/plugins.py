@@ -37,17 +37,13 @@ _loaded_groups: set[str] = set()
 def import_own_module(class_name: str) -> None:
     """Imports the torchgarden module that defines `class_name` (`module.QualName`), if any.
 
-    A name outside the torchgarden package imports nothing: a config file never
-    decides which third-party code runs. Candidate modules are tried from the
-    longest dotted prefix down (a qualified name may hold dots of nested classes);
-    a candidate that does not exist is skipped, and a name with a part that is not a
-    plain identifier (or is a dunder such as `__main__`) imports nothing.
-
-    Args:
-        class_name: A `module.QualName` string, e.g. read from a `_type` key.
+    Candidate modules are tried from the longest dotted prefix down (a qualified name may
+    hold dots of nested classes) and one that does not exist is skipped; a name outside
+    torchgarden, or with a part that is not a plain identifier, imports nothing.
     """
     parts = class_name.split(".")
-    if parts[0] != OWN_PACKAGE or not all(_plain_name(part) for part in parts):
+    # Dunder modules (`torchgarden.__main__` runs the CLI) never define config classes.
+    if parts[0] != OWN_PACKAGE or not all(p.isidentifier() and p[:2] != "__" for p in parts):
         return
     for end in range(len(parts) - 1, 1, -1):
         module = ".".join(parts[:end])
@@ -58,11 +54,6 @@ def import_own_module(class_name: str) -> None:
                 continue  # No such module (or package): try a shorter prefix.
             raise
         return
-
-
-def _plain_name(part: str) -> bool:
-    # Dunder modules (`torchgarden.__main__` runs the CLI) never define config classes.
-    return part.isidentifier() and not part.startswith("__")
 
 
 def load_entry_points(group: str = ENTRY_POINT_GROUP) -> None:

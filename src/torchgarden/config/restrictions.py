@@ -29,7 +29,6 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
 }
 # Longer operators first: `<=` must not read as `<` followed by `=`.
 _RELATION = re.compile(rf"^\s*(?P<lhs>.+?)\s*(?P<op>{'|'.join(_OPERATORS)})\s*(?P<rhs>.+?)\s*$")
-_MISSING = object()
 
 
 def check_restriction(config: Any, text: str, *, prefix: str = "") -> None:
@@ -74,10 +73,9 @@ def _operand(config: Any, token: str, text: str) -> tuple[Any, str | None]:
             return parse(token), None
         except ValueError:
             pass
-    value = config.get(token, _MISSING)
-    if value is _MISSING:
+    if token not in config:
         raise ConfigError(f"restriction {text!r} names the unknown key {token!r}")
-    return value, token
+    return config[token], token
 
 
 def _describe(key: str, value: Any) -> str:

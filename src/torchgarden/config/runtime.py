@@ -19,22 +19,11 @@ _TRACKERS = ("tensorboard", "mlflow", "wandb")
 
 #: Accepted `distribution_strategy` names; `runtime.register_strategy` adds to it.
 STRATEGY_NAMES = ["auto", "off", "single", "ddp", "fsdp"]
-_STRATEGY_HINTS = {
-    "mirrored": "ddp",
-    "multi_worker_mirrored": "ddp",
-    "one_device": "single",
-    "tpu": "fsdp",
-    "parameter_server": "ddp",
-}
+_STRATEGY_HINTS = {"mirrored": "ddp", "multi_worker_mirrored": "ddp", "one_device": "single",
+                   "tpu": "fsdp", "parameter_server": "ddp"}
 _DTYPES = ("float32", "float16", "bfloat16")
-_DTYPE_HINTS = {
-    "fp32": "float32",
-    "fp16": "float16",
-    "half": "float16",
-    "bf16": "bfloat16",
-    "mixed_float16": "float16",
-    "mixed_bfloat16": "bfloat16",
-}
+_DTYPE_HINTS = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
+                "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _INDEXED_DEVICES = ("cuda", "xpu", "hpu", "npu", "xla")  # the types that take `:<index>`
 _DEVICE_NAMES = ("auto", "cpu", "mps", *_INDEXED_DEVICES)
@@ -73,11 +62,11 @@ class MlflowConfig(Config):
 
     tracking_uri: str = ""
     """MLflow tracking URI (`http://host:5000`, `sqlite:///mlflow.db`, `file:./mlruns`);
-    "" uses MLflow's own default (`$MLFLOW_TRACKING_URI`, else `./mlruns`). Defaults to ""."""
+    "" uses MLflow's own default (`$MLFLOW_TRACKING_URI`, else `./mlruns`)."""
     experiment_name: str = "torchgarden"
-    """MLflow experiment the run belongs to (created if missing). Defaults to "torchgarden"."""
+    """MLflow experiment the run belongs to (created if missing)."""
     run_name: str = ""
-    """Name of the MLflow run; "" uses the model_dir's name. Defaults to ""."""
+    """Name of the MLflow run; "" uses the model_dir's name."""
 
 
 @dataclasses.dataclass
@@ -85,14 +74,14 @@ class WandbConfig(Config):
     """Where `runtime.trackers: [..., wandb]` logs (docs/observability.md)."""
 
     project: str = "torchgarden"
-    """W&B project. Defaults to "torchgarden"."""
+    """W&B project."""
     entity: str = ""
-    """W&B entity (user or team); "" uses your default entity. Defaults to ""."""
+    """W&B entity (user or team); "" uses your default entity."""
     mode: str = ""
     """"online", "offline" (files under `model_dir/wandb/`, upload later with `wandb sync`)
-    or "disabled"; "" follows `$WANDB_MODE` (W&B's default: online). Defaults to ""."""
+    or "disabled"; "" follows `$WANDB_MODE` (W&B's default: online)."""
     run_name: str = ""
-    """Name of the W&B run; "" uses the model_dir's name. Defaults to ""."""
+    """Name of the W&B run; "" uses the model_dir's name."""
 
     def check(self) -> None:
         """Checks the mode."""
@@ -106,54 +95,48 @@ class RuntimeConfig(Config):
 
     distribution_strategy: str = "auto"
     """One of "auto" (ddp when torchrun starts more than one process, else single),
-    "off"/"single", "ddp" or "fsdp". Defaults to "auto"."""
+    "off"/"single", "ddp" or "fsdp"."""
     device: str = "auto"
-    """Either "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:1", "mps", ...
-    Defaults to "auto"."""
+    """Either "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:1", "mps", ..."""
     mixed_precision_dtype: str | None = None
-    """Autocast dtype: None or "float32" (off), "float16" (with loss scaling) or
-    "bfloat16". Defaults to None."""
+    """Autocast dtype: None or "float32" (off), "float16" (with loss scaling) or "bfloat16"."""
     loss_scale: float | str | None = None
-    """float16 loss scaling: None or "dynamic" for dynamic scaling, or a fixed positive
-    scale. Defaults to None."""
+    """float16 loss scaling: None or "dynamic" for dynamic scaling, or a fixed positive scale."""
     enable_xla: bool = False
-    """Model Garden's name for compiling the train step; here it turns on
-    `torch.compile`. Defaults to False."""
+    """Model Garden's name for compiling the train step; here it turns on `torch.compile`."""
     compile_mode: str | None = None
     """`mode` passed to `torch.compile` ("default", "reduce-overhead", "max-autotune",
-    ...); None uses torch's default. Defaults to None."""
+    ...); None uses torch's default."""
     compile_eval: bool = False
-    """Also compile the eval step when `enable_xla` is set. Defaults to False."""
+    """Also compile the eval step when `enable_xla` is set."""
     steps_per_graph: int | None = None
-    """With `enable_xla`: training steps one compiled call runs, unrolled in one graph
-    (Orbit's in-graph loop); at most `trainer.steps_per_loop`. None chooses: the largest
-    divisor of `trainer.steps_per_loop` up to 10 for models of at most 1M parameters,
-    else 1. Defaults to None."""
+    """With `enable_xla`: training steps one compiled call runs, unrolled in one graph (Orbit's
+    in-graph loop); at most `trainer.steps_per_loop`. None chooses: the largest divisor of
+    `trainer.steps_per_loop` up to 10 for models of at most 1M parameters, else 1."""
     seed: int | None = None
-    """Seed for Python, NumPy and torch RNGs; None leaves them unseeded. Defaults to None."""
+    """Seed for Python, NumPy and torch RNGs; None leaves them unseeded."""
     deterministic: bool = False
-    """Use deterministic algorithms (slower; errors on ops without one). Defaults to False."""
+    """Use deterministic algorithms (slower; errors on ops without one)."""
     num_threads: int | None = None
     """`torch.set_num_threads` value; None chooses half the CPU cores (at least 1;
-    torch's own default is all of them), logged at start-up. Defaults to None."""
+    torch's own default is all of them), logged at start-up."""
     flush_denormal: bool = True
-    """Flush denormal floats to zero on CPU (avoids slow paths). Defaults to True."""
+    """Flush denormal floats to zero on CPU (avoids slow paths)."""
     matmul_precision: str | None = None
     """`torch.set_float32_matmul_precision`: "highest", "high" or "medium"; None keeps
-    torch's default. Defaults to None."""
+    torch's default."""
     backend: str | None = None
-    """Process-group backend; None picks nccl on CUDA, else gloo. Defaults to None."""
+    """Process-group backend; None picks nccl on CUDA, else gloo."""
     trackers: list[str] = _field(default_factory=lambda: ["tensorboard"])
     """Where summaries go: any of "tensorboard" (event files under `model_dir`), "mlflow"
-    (`pip install torchgarden[mlflow]`) and "wandb" (`pip install torchgarden[wandb]`).
-    Defaults to ["tensorboard"]."""
+    (`pip install torchgarden[mlflow]`) and "wandb" (`pip install torchgarden[wandb]`)."""
     mlflow: MlflowConfig = _field(default_factory=MlflowConfig)
     """The MLflow back-end's settings."""
     wandb: WandbConfig = _field(default_factory=WandbConfig)
     """The Weights & Biases back-end's settings."""
     peak_flops: float | None = None
     """Peak FLOP/s of one device, for `throughput/mfu`; None uses the bf16 data-sheet peak
-    of a known GPU (H100, A100, ...) and reports no MFU on a CPU. Defaults to None."""
+    of a known GPU (H100, A100, ...) and reports no MFU on a CPU."""
 
     def check(self) -> None:
         """Checks the strategy, device, dtype, loss scale, compile mode and threads."""
@@ -173,14 +156,12 @@ class RuntimeConfig(Config):
             require(self, "loss_scale", scale > 0, 'None, "dynamic" or a positive number')
         choose(self, "compile_mode", _COMPILE_MODES)
         choose(self, "matmul_precision", ("highest", "high", "medium"))
-        if self.num_threads is not None:
-            require(self, "num_threads", self.num_threads >= 1, ">= 1 or None")
-        if self.seed is not None:
-            require(self, "seed", 0 <= self.seed < 2**32, "in [0, 2**32 - 1] or None")
+        threads, seed = self.num_threads, self.seed
+        require(self, "num_threads", threads is None or threads >= 1, ">= 1 or None")
+        require(self, "seed", seed is None or 0 <= seed < 2**32, "in [0, 2**32 - 1] or None")
         for name in self.trackers:
             if name not in _TRACKERS:
                 raise not_one_of(self.field_path("trackers"), name, _TRACKERS)
-        if self.peak_flops is not None:
-            require(self, "peak_flops", self.peak_flops > 0, "> 0 or None")
-        if self.steps_per_graph is not None:
-            require(self, "steps_per_graph", self.steps_per_graph >= 1, ">= 1 or None")
+        flops, steps = self.peak_flops, self.steps_per_graph
+        require(self, "peak_flops", flops is None or flops > 0, "> 0 or None")
+        require(self, "steps_per_graph", steps is None or steps >= 1, ">= 1 or None")
