@@ -1,24 +1,4 @@
-"""``Evaluator``: how an evaluation runs — Orbit's ``StandardEvaluator`` on PyTorch.
-
-It runs a Task's ``validation_step`` over a dataset with built objects (model, data,
-metrics, EMA) and returns logs; ``evaluate(num_steps) -> logs`` is its whole contract
-with the Controller. The ``Trainer`` is an Evaluator that also trains (as Model
-Garden's ``Trainer`` is both a ``StandardTrainer`` and a ``StandardEvaluator``).
-Hooks to override: ``eval_begin``, ``next_eval_inputs``, ``eval_step(iterator)``,
-``eval_reduce``, ``eval_end``.
-
-Named validation sets: ``eval_data`` may map names to datasets. Each set then runs the
-hooks in turn with its own metrics and loss meter, and the logs nest by name
-(``{"clean": {...}, "noisy": {...}}``: TensorBoard's ``validation/clean/`` and
-``validation/noisy/``); EMA weights are swapped in once and the best checkpoint is
-chosen once per evaluation, over all sets (e.g. on ``"noisy/accuracy"``).
-
-Example:
-    >>> evaluator = Evaluator(task=task, model=model,
-    ...                       eval_data=task.build_inputs(task.task_config.validation_data),
-    ...                       eval_metrics=task.build_metrics(training=False))
-    >>> logs = evaluator.evaluate(-1)   # {"validation_loss": ..., "accuracy": ...}
-"""
+"""``Evaluator``: how an evaluation runs (Orbit's ``StandardEvaluator`` on PyTorch)."""
 
 from __future__ import annotations
 
@@ -34,7 +14,6 @@ from torch import nn
 
 from torchgarden import distribute
 from torchgarden.checkpoint import BestCheckpointExporter, Checkpoint
-from torchgarden.core._lockstep import Lockstep
 from torchgarden.core.state import GlobalStep, LossMean, RngState
 from torchgarden.core.task import Task
 from torchgarden.data import DataIterator, make_batch_mover
@@ -43,13 +22,21 @@ from torchgarden.optim import ExponentialMovingAverage
 from torchgarden.runtime import RuntimeContext
 from torchgarden.utils.logs import Logs
 
-__all__ = ["Evaluator", "collect_logs", "export_best"]
+__all__ = ["Evaluator", "adapt_metrics", "collect_logs", "export_best"]
 
 _logger = logging.getLogger("torchgarden")
 
 
 class Evaluator:
-    """Runs eval loops of a ``Task`` over ``eval_data``.
+    """Runs eval loops of a ``Task`` over ``eval_data``; ``evaluate(num_steps) -> logs`` is
+    its whole contract with the Controller. The ``Trainer`` is an Evaluator that also trains
+    (as Model Garden's ``Trainer`` is both a ``StandardTrainer`` and a ``StandardEvaluator``).
+
+    Hooks to override: ``eval_begin``, ``next_eval_inputs``, ``eval_step(iterator)``,
+    ``eval_reduce``, ``eval_end``. Named validation sets (``eval_data`` a mapping) run the
+    hooks in turn, each with its own metrics and loss meter, and the logs nest by name
+    (``{"clean": {...}, "noisy": {...}}``: TensorBoard's ``validation/clean/`` and
+    ``validation/noisy/``).
 
     Args:
         task: The task whose ``validation_step`` runs.
@@ -60,7 +47,7 @@ class Evaluator:
         eval_metrics: Metrics updated by eval steps (torchmetrics objects are adapted);
             with named sets, a mapping of the same names to each set's metrics (a plain
             sequence is copied for every set).
-        ema: Weight averages swapped in for evaluation. Default None.
+        ema: Weight averages swapped in for evaluation.
         forward_model: The module steps call: ``model`` wrapped for autocast, DDP or
             ``torch.compile``. Defaults to ``model``.
         checkpoint_exporter: Exports the best checkpoint at the end of each evaluation.
@@ -69,6 +56,12 @@ class Evaluator:
             the model's device.
         global_step: The step counter to report evaluations at (a trainer's). Default:
             a new one, restored from checkpoints.
+
+    Example:
+        >>> evaluator = Evaluator(task=task, model=model,
+        ...                       eval_data=task.build_inputs(task.task_config.validation_data),
+        ...                       eval_metrics=task.build_metrics(training=False))
+        >>> logs = evaluator.evaluate(-1)   # {"validation_loss": ..., "accuracy": ...}
     """
 
     def __init__(
@@ -85,7 +78,8 @@ class Evaluator:
         runtime: RuntimeContext | None = None,
         global_step: GlobalStep | None = None,
     ) -> None:
-        self._runtime = runtime or RuntimeContext(device=_device_of(model))
+        model_device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        self._runtime = runtime or RuntimeContext(device=model_device)
         device = self._runtime.device
         self._task = task
         self._raw_model = model
@@ -99,12 +93,8 @@ class Evaluator:
         self._eval_data = eval_data
         self._eval_sets = _eval_sets(eval_data, eval_metrics, device)
         # The set being evaluated (the first until an evaluation runs): what the hooks use.
-        self._validation_dataset = eval_data
-        self._validation_metrics: list[Any] = []
-        self._validation_loss = LossMean("validation_loss", device)
-        if self._eval_sets:
-            self._use_set(self._eval_sets[0])
-        self._last_eval_steps = 0
+        self._eval_set = self._eval_sets[0] if self._eval_sets else _EvalSet(
+            None, None, [], LossMean("validation_loss", device))
         self._extra_checkpoint_items = dict(checkpoint_items or {})
         self._checkpoint: Checkpoint | None = None
 
@@ -128,12 +118,12 @@ class Evaluator:
 
     @property
     def validation_loss(self) -> LossMean:
-        return self._validation_loss
+        return self._eval_set.loss
 
     @property
     def validation_metrics(self) -> list[Any]:
         """The eval metrics (of the named set being evaluated, or else the first)."""
-        return self._validation_metrics
+        return self._eval_set.metrics
 
     @property
     def validation_set_names(self) -> tuple[str, ...]:
@@ -182,8 +172,9 @@ class Evaluator:
         """Runs ``num_steps`` eval steps (-1: the whole dataset) on a fresh iterator; with
         named validation sets, that many on each, and returns ``{name: logs}``.
 
-        EMA weights are swapped in for the whole evaluation; the best-checkpoint export
-        runs once at its end (so the best checkpoint holds the EMA weights).
+        EMA weights are swapped in for the whole evaluation; the best checkpoint is chosen
+        once at its end, over all sets (e.g. on ``"noisy/accuracy"``), and holds the EMA
+        weights.
 
         Under ``torchrun`` each rank reads its own shard of each validation set, in which
         every example appears once (``build_dataloader`` does not pad it); shards may
@@ -192,9 +183,8 @@ class Evaluator:
         its last batch and counts nothing from it.
         """
         if not self._eval_sets:
-            raise ValueError(
-                "this Trainer has no eval_data; build it with eval_data to call evaluate()."
-            )
+            raise ValueError("this Trainer has no eval_data; build it with eval_data to call "
+                             "evaluate().")
         with self.ema_weights():
             if self._eval_sets[0].name is None:
                 logs = self._evaluate_set(self._eval_sets[0], num_steps)
@@ -205,25 +195,22 @@ class Evaluator:
         self._model.train()
         return logs
 
-    def _use_set(self, eval_set: _EvalSet) -> None:
-        self._validation_dataset = eval_set.data
-        self._validation_metrics = eval_set.metrics
-        self._validation_loss = eval_set.loss
-
     def _evaluate_set(self, eval_set: _EvalSet, num_steps: int) -> Logs:
         """``eval_begin``, the steps, ``eval_end`` over one validation set."""
-        self._use_set(eval_set)
+        self._eval_set = eval_set
         state = self.eval_begin()
         iterator: Any = DataIterator(eval_set.data, repeat=False)
-        lockstep = Lockstep(iterator, eval_set.data) if distribute.is_distributed() else None
-        iterator = lockstep.iterator if lockstep is not None else iterator
+        lockstep = _Lockstep(iterator, eval_set.data) if distribute.is_distributed() else None
+        iterator = lockstep or iterator
         steps_done = steps_run = 0
         with torch.no_grad():
             while num_steps < 0 or steps_run < num_steps:
                 if lockstep is not None and not lockstep.has_batch(steps_run):
                     if not lockstep.any_rank_continues(steps_run):
                         break
-                    self._filler_forward(lockstep.last_batch())
+                    # A forward nobody counts: it keeps this rank in step with the others.
+                    features, _ = self._task.split_inputs(self._move_inputs(lockstep.last_batch()))
+                    self._task.inference_step(features, self._model)
                     steps_run += 1
                     continue
                 try:
@@ -235,20 +222,14 @@ class Evaluator:
                 steps_run += 1
         if num_steps > 0 and steps_run < num_steps:
             _logger.info("The dataset iterator is exhausted after %d steps.", steps_done)
-        self._last_eval_steps = steps_done
         return self.eval_end(state) if state is not None else self.eval_end()
-
-    def _filler_forward(self, batch: Any) -> None:
-        """The forward of an eval step whose result nobody counts (keeps ranks in step)."""
-        features, _ = self._task.split_inputs(self._move_inputs(batch))
-        self._task.inference_step(features, self._model)
 
     def eval_begin(self) -> Any:
         """Resets validation metrics and the loss meter, puts the model in eval mode;
         returns the initial state."""
-        for metric in self._validation_metrics:
+        for metric in self.validation_metrics:
             metric.reset_states()
-        self._validation_loss.reset_states()
+        self.validation_loss.reset_states()
         self._model.eval()
         return None
 
@@ -259,16 +240,13 @@ class Evaluator:
     def eval_step(self, iterator: Iterator[Any]) -> Logs:
         """One validation step; returns ``{**passthrough_logs, **task_logs}``."""
         inputs, passthrough = self.next_eval_inputs(iterator)
-        logs = self._task.validation_step(inputs, model=self._model, metrics=self._validation_metrics)
+        logs = self._task.validation_step(inputs, model=self._model, metrics=self.validation_metrics)
         if Task.loss in logs:
-            self._validation_loss.update_state(logs[Task.loss])
-        if passthrough:
-            clash = passthrough.keys() & logs.keys()
-            if clash:
-                _logger.warning("passthrough log keys %s are overwritten by the task's logs",
-                                sorted(clash))
-            return {**passthrough, **logs}
-        return logs
+            self.validation_loss.update_state(logs[Task.loss])
+        clash = sorted(passthrough.keys() & logs.keys()) if passthrough else []
+        if clash:
+            _logger.warning("passthrough log keys %s are overwritten by the task's logs", clash)
+        return {**passthrough, **logs} if passthrough else logs
 
     def eval_reduce(self, state: Any = None, step_outputs: Logs | None = None) -> Any:
         """Delegates to ``task.aggregate_logs`` (host side, every eval step)."""
@@ -277,29 +255,18 @@ class Evaluator:
     def eval_end(self, aggregated_logs: Any = None) -> Logs:
         """Collects validation metrics, loss and reduced logs (the best-checkpoint export
         follows in :meth:`evaluate`)."""
-        logs = collect_logs(self._validation_metrics, self._validation_loss, reset=False,
+        logs = collect_logs(self.validation_metrics, self.validation_loss, reset=False,
                             always_loss=False)
-        if self._validation_loss.name not in logs:
+        if self.validation_loss.name not in logs:
             _logger.info("The task did not report validation loss.")
         if aggregated_logs:
-            logs.update(
-                self._task.reduce_aggregated_logs(
-                    aggregated_logs, global_step=self._global_step.value
-                )
-            )
+            step = self._global_step.value
+            logs.update(self._task.reduce_aggregated_logs(aggregated_logs, global_step=step))
         return logs
 
-    @contextlib.contextmanager
-    def ema_weights(self) -> Iterator[None]:
+    def ema_weights(self) -> contextlib.AbstractContextManager[None]:
         """Context manager with the EMA weights swapped in (no-op without EMA)."""
-        if self._ema is None:
-            yield
-            return
-        self._ema.swap_weights()
-        try:
-            yield
-        finally:
-            self._ema.swap_weights()
+        return self._ema.average_weights() if self._ema is not None else contextlib.nullcontext()
 
 
 @dataclasses.dataclass
@@ -307,7 +274,7 @@ class _EvalSet:
     """One validation set: its name (None when unnamed), data, metrics and loss meter."""
 
     name: str | None
-    data: Iterable[Any]
+    data: Any
     metrics: list[Any]
     loss: LossMean
 
@@ -315,24 +282,79 @@ class _EvalSet:
 def _eval_sets(eval_data: Any, eval_metrics: Any, device: torch.device) -> list[_EvalSet]:
     if eval_data is None:
         return []
+    named_metrics = isinstance(eval_metrics, Mapping)
     if not isinstance(eval_data, Mapping):
-        if isinstance(eval_metrics, Mapping):
+        if named_metrics:
             raise TypeError("eval_metrics is a mapping of named sets but eval_data is one "
                             "dataset; give eval_data as a mapping of the same names.")
-        metrics = [on_device(as_metric(m), device) for m in eval_metrics]
-        return [_EvalSet(None, eval_data, metrics, LossMean("validation_loss", device))]
-    if not eval_data:
+        eval_data, eval_metrics = {None: eval_data}, {None: eval_metrics}
+    elif not eval_data:
         raise ValueError("eval_data is an empty mapping; name at least one validation set.")
-    if isinstance(eval_metrics, Mapping) and set(eval_metrics) != set(eval_data):
+    elif named_metrics and set(eval_metrics) != set(eval_data):
         raise ValueError(f"eval_metrics names the sets {sorted(eval_metrics)} but eval_data "
                          f"{sorted(eval_data)}; give metrics for each validation set.")
-    sets = []
-    for name, data in eval_data.items():
-        given = eval_metrics[name] if isinstance(eval_metrics, Mapping) else (
-            copy.deepcopy(list(eval_metrics)))
-        metrics = [on_device(as_metric(m), device) for m in given]
-        sets.append(_EvalSet(str(name), data, metrics, LossMean("validation_loss", device)))
-    return sets
+    elif not named_metrics:
+        eval_metrics = {name: copy.deepcopy(list(eval_metrics)) for name in eval_data}
+    return [_EvalSet(None if name is None else str(name), data,
+                     adapt_metrics(eval_metrics[name], device), LossMean("validation_loss", device))
+            for name, data in eval_data.items()]
+
+
+class _Lockstep:
+    """This rank's eval batches, read so that every rank runs the same number of steps.
+
+    A sized loader's longest shard is agreed on once (one all-reduce); for a stream the
+    ranks agree at each step whether any still has a batch.
+    """
+
+    _END = object()
+
+    def __init__(self, iterator: Iterator[Any], loader: Any) -> None:
+        self._source = iterator
+        self._next: Any = None
+        self._last: Any = self._END
+        self._continues = True
+        try:
+            self._steps: int | None = distribute.max_over_ranks(len(loader))
+        except TypeError:
+            self._steps = None
+
+    def __iter__(self) -> _Lockstep:
+        return self
+
+    def __next__(self) -> Any:
+        if not self._fetch():
+            raise StopIteration
+        self._last, self._next = self._next, None
+        return self._last
+
+    def _fetch(self) -> bool:
+        if self._next is None:
+            self._next = next(self._source, self._END)
+        return self._next is not self._END
+
+    def has_batch(self, step: int) -> bool:
+        """Whether this rank has a batch for ``step`` (and every rank runs that step)."""
+        mine = self._fetch()
+        if self._steps is None:
+            # Every rank asks each step; the answer decides any_rank_continues as well.
+            self._continues = bool(distribute.max_over_ranks(int(mine)))
+            return mine and self._continues
+        return mine and step < self._steps
+
+    def any_rank_continues(self, step: int) -> bool:
+        """Whether some rank still has a batch for ``step`` (this one has none)."""
+        return self._continues if self._steps is None else step < self._steps
+
+    def last_batch(self) -> Any:
+        """This rank's last batch, for a forward nobody counts."""
+        if self._last is self._END:
+            raise ValueError(
+                f"rank {distribute.get_rank()} has no validation example, but the other "
+                "ranks' forward passes need it to run one too; use at least one validation "
+                f"example per rank ({distribute.get_world_size()})."
+            )
+        return self._last
 
 
 def export_best(
@@ -340,10 +362,9 @@ def export_best(
 ) -> None:
     """Exports ``checkpoint`` if ``logs`` hold the best value so far, and adds
     ``best_<metric>`` to ``logs`` (no-op without an exporter)."""
-    if exporter is None:
-        return
-    exporter.maybe_export_checkpoint(checkpoint, logs, step)
-    logs["best_" + exporter.metric_name] = exporter.best_metric_value
+    if exporter is not None:
+        exporter.maybe_export_checkpoint(checkpoint, logs, step)
+        logs["best_" + exporter.metric_name] = exporter.best_metric_value
 
 
 def collect_logs(
@@ -371,13 +392,8 @@ def collect_logs(
     return logs
 
 
-def _device_of(model: nn.Module) -> torch.device:
-    for tensor in model.parameters():
-        return tensor.device
-    return torch.device("cpu")
-
-
-def on_device(metric: Any, device: torch.device) -> Any:
-    """``metric.to(device)`` for metrics that hold tensors; others unchanged."""
-    to = getattr(metric, "to", None)
-    return to(device) if to is not None else metric
+def adapt_metrics(metrics: Iterable[Any], device: torch.device) -> list[Any]:
+    """``metrics`` with the Metric interface (``metrics.as_metric``), those holding tensors
+    moved to ``device``."""
+    adapted = [as_metric(metric) for metric in metrics]
+    return [m.to(device) if hasattr(m, "to") else m for m in adapted]

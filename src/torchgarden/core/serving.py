@@ -1,17 +1,4 @@
-"""What an exported model computes: Model Garden's ``ExportModule``, as a Task hook's answer.
-
-``Task.build_serving_module(model)`` returns a :class:`Serving`: an ``nn.Module`` that
-takes raw inputs (e.g. uint8 images) and returns answers (e.g. top-k classes), with its
-pre- and post-processing inside, plus example inputs to trace it with.
-``torchgarden export`` turns it into a ``torch.export`` program and an ONNX graph, so a
-consumer needs neither torchgarden nor the task's code to run it.
-
-Example:
-    >>> class MyTask(Task):
-    ...     def build_serving_module(self, model):
-    ...         return Serving(module=ClassifierServing(model), input_names=("images",),
-    ...                        example_inputs=(torch.zeros(2, 32, 32, 3, dtype=torch.uint8),))
-"""
+"""``Serving``: what an exported model computes, the answer of ``Task.build_serving_module``."""
 
 from __future__ import annotations
 
@@ -27,7 +14,12 @@ __all__ = ["InferenceStepModule", "Serving", "normalize_images"]
 
 @dataclasses.dataclass
 class Serving:
-    """A serving module and how to call it.
+    """What an exported model computes (Model Garden's ``ExportModule``) and how to call it.
+
+    An ``nn.Module`` that takes raw inputs (e.g. uint8 images) and returns answers (e.g.
+    top-k classes), with its pre- and post-processing inside, plus example inputs to trace
+    it with. ``torchgarden export`` turns it into a ``torch.export`` program and an ONNX
+    graph, so a consumer needs neither torchgarden nor the task's code to run it.
 
     Args:
         module: Takes ``len(example_inputs)`` tensors; returns a tensor or a flat
@@ -35,14 +27,18 @@ class Serving:
             the exporter.
         example_inputs: One call's inputs, batch first with a batch of at least 2 (a
             size-1 dimension cannot be exported as dynamic).
-        input_names: One name per input. Defaults to ``("inputs",)``.
-        output_names: Names of a plain-tensor (or tuple) output. Defaults to
-            ``("outputs",)``; ignored when ``module`` returns a dict.
-        dynamic_batch: Export the first dimension of every input as dynamic. Defaults
-            to True.
+        input_names: One name per input.
+        output_names: Names of a plain-tensor (or tuple) output; ignored when ``module``
+            returns a dict.
+        dynamic_batch: Export the first dimension of every input as dynamic.
         metadata: JSON-serialisable facts a consumer needs (class labels, the expected
-            image size), copied into ``export.json`` under ``"serving"``. Defaults to
-            ``{}``.
+            image size), copied into ``export.json`` under ``"serving"``.
+
+    Example:
+        >>> class MyTask(Task):
+        ...     def build_serving_module(self, model):
+        ...         return Serving(module=ClassifierServing(model), input_names=("images",),
+        ...                        example_inputs=(torch.zeros(2, 32, 32, 3, dtype=torch.uint8),))
     """
 
     module: nn.Module
@@ -104,8 +100,8 @@ def normalize_images(
 
     Args:
         images: uint8 (or any integer/float 0..255) channels-last images.
-        mean: Per-channel means of the [0, 1] pixels. Defaults to None (no shift).
-        std: Per-channel standard deviations. Defaults to None (no scaling).
+        mean: Per-channel means of the [0, 1] pixels; None: no shift.
+        std: Per-channel standard deviations; None: no scaling.
 
     Returns:
         float32 channels-first images, as the training pipeline feeds the model.

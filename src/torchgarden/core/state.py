@@ -72,34 +72,22 @@ class LossMean:
 
     def __init__(self, name: str, device: torch.device | str = "cpu") -> None:
         self.name = name
-        self._sum = torch.zeros((), dtype=torch.float32, device=device)
-        self._count = 0
-
-    @property
-    def count(self) -> int:
-        """Number of updates since the last reset."""
-        return self._count
+        #: The running sum, a device tensor (a compiled loop adds its losses to it in place
+        #: and then adds their number to ``count``).
+        self.total = torch.zeros((), dtype=torch.float32, device=device)
+        #: Number of updates since the last reset.
+        self.count = 0
 
     def update_state(self, value: torch.Tensor | float) -> None:
-        self._sum += value  # In place, on device: no host sync.
-        self._count += 1
-
-    @property
-    def total(self) -> torch.Tensor:
-        """The running sum, a device tensor; a compiled loop adds its losses to it in
-        place and then calls :meth:`add_count`."""
-        return self._sum
-
-    def add_count(self, count: int) -> None:
-        """Counts ``count`` updates already added to :attr:`total`."""
-        self._count += count
+        self.total += value  # In place, on device: no host sync.
+        self.count += 1
 
     def result(self) -> torch.Tensor:
-        return self._sum / max(self._count, 1)
+        return self.total / max(self.count, 1)
 
     def reset_states(self) -> None:
-        self._sum.zero_()
-        self._count = 0
+        self.total.zero_()
+        self.count = 0
 
     reset_state = reset_states
 
@@ -108,23 +96,19 @@ class LossMean:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            packed = torch.stack([self._sum, self._sum.new_tensor(float(self._count))])
+            packed = torch.stack([self.total, self.total.new_tensor(float(self.count))])
             dist.all_reduce(packed)
-            self._sum.copy_(packed[0])
-            self._count = int(packed[1].item())  # Host sync: once per loop.
-
-    def to(self, device: torch.device | str) -> LossMean:
-        self._sum = self._sum.to(device)
-        return self
+            self.total.copy_(packed[0])
+            self.count = int(packed[1].item())  # Host sync: once per loop.
 
     def state_dict(self) -> dict[str, Any]:
         """Returns the open window: ``{"sum": 0-d tensor, "count": int}``."""
-        return {"sum": self._sum, "count": self._count}
+        return {"sum": self.total, "count": self.count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         with torch.no_grad():
-            self._sum.copy_(state["sum"])
-        self._count = int(state["count"])
+            self.total.copy_(state["sum"])
+        self.count = int(state["count"])
 
 
 class TrainWindow:
@@ -186,15 +170,9 @@ class RngState:
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
         np_state = state["numpy"]
-        np.random.set_state(
-            (
-                np_state["kind"],
-                np_state["keys"].numpy().astype(np.uint32),
-                np_state["pos"],
-                np_state["has_gauss"],
-                np_state["cached_gaussian"],
-            )
-        )
+        keys = np_state["keys"].numpy().astype(np.uint32)
+        np.random.set_state((np_state["kind"], keys, np_state["pos"], np_state["has_gauss"],
+                             np_state["cached_gaussian"]))
         torch.set_rng_state(state["torch"])
         if "cuda" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,23 +1,4 @@
-"""``Task``: what is trained — model, data, losses, metrics and one train/validation step.
-
-The Model Garden ``base_task.Task`` twin (REFERENCE §2). A Task is a single-replica view:
-it never touches checkpoints, summaries or the loop schedule. Subclass it, implement
-``build_model`` and ``build_inputs``, usually ``build_losses`` and ``build_metrics``, and
-register it for its config class with ``@register_task(MyTaskConfig)``.
-
-Example:
-    >>> import torch
-    >>> from torchgarden import Task, TaskConfig
-    >>> class Regression(Task):
-    ...     def build_model(self):
-    ...         return torch.nn.Linear(8, 1)
-    ...     def build_inputs(self, params, input_context=None):
-    ...         x = torch.randn(64, 8)
-    ...         return [(x[i:i + 16], x[i:i + 16].sum(1, keepdim=True)) for i in range(0, 64, 16)]
-    ...     def build_losses(self, labels, model_outputs, aux_losses=None):
-    ...         loss = torch.nn.functional.mse_loss(model_outputs, labels)
-    ...         return loss + sum(aux_losses or [])
-"""
+"""``Task``: what is trained -- model, data, losses, metrics and one train/validation step."""
 
 from __future__ import annotations
 
@@ -45,12 +26,30 @@ _logger = logging.getLogger("torchgarden")
 
 
 class Task:
-    """Base class of every task. Only ``build_inputs`` is required (and ``build_model``).
+    """Base class of every task (Model Garden's ``base_task.Task``, REFERENCE §2).
+
+    A Task is a single-replica view: it never touches checkpoints, summaries or the loop
+    schedule. Subclass it, implement ``build_model`` and ``build_inputs``, usually
+    ``build_losses`` and ``build_metrics``, and register it for its config class with
+    ``@register_task(MyTaskConfig)``.
 
     Args:
         params: The task config (a ``TaskConfig`` subclass).
         logging_dir: Directory the task may write files to. Defaults to ``""`` (cwd).
         name: Optional name; defaults to the class name.
+
+    Example:
+        >>> import torch
+        >>> from torchgarden import Task, TaskConfig
+        >>> class Regression(Task):
+        ...     def build_model(self):
+        ...         return torch.nn.Linear(8, 1)
+        ...     def build_inputs(self, params, input_context=None):
+        ...         x = torch.randn(64, 8)
+        ...         return [(x[i:i + 16], x[i:i + 16].sum(1, keepdim=True)) for i in range(0, 64, 16)]
+        ...     def build_losses(self, labels, model_outputs, aux_losses=None):
+        ...         loss = torch.nn.functional.mse_loss(model_outputs, labels)
+        ...         return loss + sum(aux_losses or [])
     """
 
     #: The reserved key for the scalar loss in step logs.

@@ -1,32 +1,4 @@
-"""``Trainer``: how N steps run — Model Garden's ``base_trainer.Trainer`` on PyTorch.
-
-The Trainer holds built objects (model, optimizer, data, metrics, schedule, EMA) and
-runs steps with them. Its contract with the Controller is only ``train(num_steps) ->
-logs`` and ``evaluate(num_steps) -> logs`` (REFERENCE §3, §4.2). Every hook is a method
-to override: ``train_loop_begin``, ``train_step(iterator)``, ``train_loop_end``,
-``next_train_inputs``, ``eval_begin``, ``eval_step(iterator)``, ``eval_reduce``,
-``eval_end``, ``next_eval_inputs``. It never reads a config: ``train_lib.create_trainer``
-builds one from an ``ExperimentConfig``, and a few lines of Python build one without.
-
-Example:
-    >>> task = MyTask(MyTaskConfig())
-    >>> model = task.build_model()
-    >>> trainer = Trainer(
-    ...     task=task, model=model,
-    ...     optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
-    ...     train_data=task.build_inputs(task.task_config.train_data),
-    ...     eval_data=task.build_inputs(task.task_config.validation_data),
-    ...     train_metrics=task.build_metrics(training=True),
-    ...     eval_metrics=task.build_metrics(training=False))
-    >>> logs = trainer.train(100)     # {"training_loss": ..., metrics..., "learning_rate": ...}
-    >>> logs = trainer.evaluate(-1)   # {"validation_loss": ..., metrics...}
-
-Speed notes: the step path does no host-device synchronisation. The loss is added to a
-device tensor each step and read once per loop by the Controller; metrics update on
-device; the learning rate is written only when the schedule is not constant. A step
-function that runs K steps per call (``runtime.enable_xla``'s in-graph loop) gets K
-batches and K scheduled rates at a time (:meth:`Trainer.train`).
-"""
+"""``Trainer``: how N steps run (Model Garden's ``base_trainer.Trainer`` on PyTorch)."""
 
 from __future__ import annotations
 
@@ -37,11 +9,10 @@ import torch
 from torch import nn
 
 from torchgarden.checkpoint import BestCheckpointExporter
-from torchgarden.core.evaluator import Evaluator, collect_logs, on_device
+from torchgarden.core.evaluator import Evaluator, adapt_metrics, collect_logs
 from torchgarden.core.state import LossMean, TrainWindow
 from torchgarden.core.task import Task
 from torchgarden.data import DataIterator
-from torchgarden.metrics import as_metric
 from torchgarden.optim import ExponentialMovingAverage, set_learning_rate
 from torchgarden.runtime import RuntimeContext, StepPlan
 from torchgarden.utils.logs import Logs
@@ -65,31 +36,44 @@ class StepFunction(Protocol):
 class Trainer(Evaluator):
     """Runs train and eval loops of a ``Task`` (Orbit's StandardTrainer + StandardEvaluator).
 
+    Its contract with the Controller is only ``train(num_steps) -> logs`` and
+    ``evaluate(num_steps) -> logs``. Hooks to override: ``train_loop_begin``,
+    ``next_train_inputs``, ``train_step(iterator)``, ``train_loop_end`` and the
+    ``Evaluator``'s. It never reads a config: ``train_lib.create_trainer`` builds one from
+    an ``ExperimentConfig``, and a few lines of Python build one without (below). The step
+    path does not synchronise with the device: the loss is added to a device tensor, read
+    once per loop by the Controller; the learning rate is written only when it varies.
+
     Args:
         task: The task whose steps are run.
-        model: The user's ``nn.Module`` (what checkpoints and EMA hold), on its device.
         optimizer: The optimizer (or ``optim.LossScaleOptimizer``); None to evaluate only.
         train_data: Iterable of train batches (restarted at each epoch end). None: the
             Trainer cannot ``train()``.
-        eval_data: Iterable of eval batches, read once per ``evaluate()``. None: it
-            cannot ``evaluate()``.
         train_metrics: Metrics updated by train steps (torchmetrics objects are adapted).
-        eval_metrics: Metrics updated by eval steps.
         lr_schedule: ``step -> learning rate``, written into the optimizer's param groups
             before each step (a schedule with ``is_constant = True``: once per loop).
             None leaves the optimizer's rate alone.
         ema: Weight averages updated after each step and swapped in for evaluation.
         step_fn: What runs a step; defaults to ``task.train_step``.
-        forward_model: The module steps call: ``model`` wrapped for autocast, DDP or
-            ``torch.compile``. Defaults to ``model``.
         plan: How steps run (``runtime.StepPlan``: steps per call of ``step_fn``, batches
             per optimizer update, a loss check after every step, the recovery replay).
             Default: one step per call, or ``step_fn.steps_per_call`` for a multi-step
             ``step_fn`` when nothing needs the host between steps.
-        checkpoint_items: Extra objects saved in the checkpoint beside the Trainer's own.
-        checkpoint_exporter: Exports the best checkpoint at the end of each evaluation.
-        runtime: The process' device and distribution strategy. Default: one process on
-            the model's device.
+        model, eval_data, eval_metrics, forward_model, checkpoint_items,
+            checkpoint_exporter, runtime: As for :class:`Evaluator`.
+
+    Example:
+        >>> task = MyTask(MyTaskConfig())
+        >>> model = task.build_model()
+        >>> trainer = Trainer(
+        ...     task=task, model=model,
+        ...     optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
+        ...     train_data=task.build_inputs(task.task_config.train_data),
+        ...     eval_data=task.build_inputs(task.task_config.validation_data),
+        ...     train_metrics=task.build_metrics(training=True),
+        ...     eval_metrics=task.build_metrics(training=False))
+        >>> logs = trainer.train(100)     # {"training_loss": ..., metrics..., "learning_rate": ...}
+        >>> logs = trainer.evaluate(-1)   # {"validation_loss": ..., metrics...}
     """
 
     def __init__(
@@ -120,8 +104,12 @@ class Trainer(Evaluator):
         )
         self._optimizer = optimizer
         self._step_fn = step_fn or task.train_step
-        self._plan = plan or self._default_plan(step_fn)
-        _check_plan(self, task, step_fn, self._plan)
+        host = self.host_between_steps(ema=ema)
+        if plan is None:  # K steps per call when step_fn runs several and nothing needs the host.
+            steps = getattr(step_fn, "steps_per_call", 1) if hasattr(step_fn, "run_steps") else 1
+            plan = StepPlan.build(steps_per_call=steps, host_between_steps=host)
+        _check_plan(plan, host, task, step_fn)
+        self._plan = plan
         self._lr_schedule = lr_schedule
         self._lr_varies = lr_schedule is not None and not getattr(lr_schedule, "is_constant", False)
         if optimizer is not None and lr_schedule is not None:
@@ -130,7 +118,7 @@ class Trainer(Evaluator):
         #: under ``plan.replay`` (one step per call, the loss checked after each).
         self.replaying = False
         self._train_loss = LossMean("training_loss", self._runtime.device)
-        self._train_metrics = [on_device(as_metric(m), self._runtime.device) for m in train_metrics]
+        self._train_metrics = adapt_metrics(train_metrics, self._runtime.device)
         self._train_dataset = train_data
         self._train_iterator = DataIterator(train_data, repeat=True) if train_data is not None else None
         #: A ``runtime.PreemptionWatcher`` (set by ``run_experiment``); None = no checks.
@@ -217,37 +205,30 @@ class Trainer(Evaluator):
                 "this Trainer has no train_data; build it with train_data to call train()."
             )
         self.train_loop_begin()
-        train_step = self.train_step
         plan = self.active_plan
         # Per-step stop checks cost one attribute read each unless enabled. Under
         # torchrun ranks must stop together, so preemption is agreed on by the
         # Controller at loop boundaries instead of here.
         preemption = self.preemption if not self._runtime.is_distributed else None
-        check_loss = plan.check_loss
         self.stopped_early = False
         remaining, k = num_steps, plan.steps_per_call
-        while k > 1 and remaining >= k:  # K steps per call of the step function.
-            self._train_steps(iterator, k)
-            remaining -= k
-            if preemption is not None and preemption.requested:
-                self.stopped_early = self._window_open = True
-                return self.train_loop_end()
-        for _ in range(remaining):
-            train_step(iterator)
+        while remaining > 0:
+            if k > 1 and remaining >= k:  # K steps per call of the step function.
+                self._train_steps(iterator, k)
+                remaining -= k
+            else:
+                self.train_step(iterator)
+                remaining -= 1
             if preemption is not None and preemption.requested:
                 self.stopped_early = self._window_open = True
                 break
-            if check_loss is not None and self._loss_blew_up(check_loss):
-                self.stopped_early = True
-                break
+            if plan.check_loss is not None:  # None whenever k > 1.
+                loss = float(self._last_loss)  # Host sync, opted into by recovery_check_every_step.
+                if plan.check_loss(self._global_step.value, loss):
+                    self._blowup_loss = loss
+                    self.stopped_early = True
+                    break
         return self.train_loop_end()
-
-    def _loss_blew_up(self, check_loss: Callable[[int, float], bool]) -> bool:
-        loss = float(self._last_loss)  # Host sync, opted into by recovery_check_every_step.
-        if check_loss(self._global_step.value, loss):
-            self._blowup_loss = loss
-            return True
-        return False
 
     def train_loop_begin(self) -> None:
         """Called before each loop of ``num_steps`` steps: train mode, scheduled LR.
@@ -300,7 +281,7 @@ class Trainer(Evaluator):
             batches, learning_rates=rates, loss_sum=self._train_loss.total,
             metrics=self._train_metrics,
         )
-        self._train_loss.add_count(k)
+        self._train_loss.count += k
         if rates is not None:
             set_learning_rate(self._optimizer, rates[-1])
         self._global_step.value = step + k
@@ -313,13 +294,6 @@ class Trainer(Evaluator):
             ("the weight EMA", ema is not None),
             ("an overridden train_step", cls.train_step is not Trainer.train_step),
         ) if needed]
-
-    def _default_plan(self, step_fn: Any) -> StepPlan:
-        """K steps per call when ``step_fn`` runs several and nothing needs the host
-        between steps; else one."""
-        steps = getattr(step_fn, "steps_per_call", 1) if hasattr(step_fn, "run_steps") else 1
-        return StepPlan.build(steps_per_call=steps,
-                              host_between_steps=self.host_between_steps(ema=self._ema))
 
     def accumulate_gradients(self, iterator: Iterator[Any]) -> torch.Tensor:
         """k = ``gradient_accumulation_steps`` batches through ``task.forward_backward``
@@ -363,10 +337,10 @@ class Trainer(Evaluator):
         logs["learning_rate"] = self.learning_rate()
         return logs
 
-def _check_plan(trainer: Trainer, task: Task, step_fn: Any, plan: StepPlan) -> None:
-    """Refuses a plan this Trainer cannot run as stated."""
+def _check_plan(plan: StepPlan, host: list[str], task: Task, step_fn: Any) -> None:
+    """Refuses a plan the Trainer cannot run as stated (``host``: what needs the host
+    between steps)."""
     k, steps = plan.steps_per_call, plan.accumulation_steps
-    host = trainer.host_between_steps(ema=trainer.ema)
     if k > 1 and (host or not hasattr(step_fn, "run_steps")):
         needs = ", ".join(host) or "a step_fn without run_steps"
         raise ValueError(f"plan.steps_per_call={k}, but {needs} needs one step per call; "

@@ -27,11 +27,10 @@ from typing import Any
 
 from torch import nn
 
-from torchgarden.core.evaluator import collect_logs, on_device
+from torchgarden.core.evaluator import adapt_metrics, collect_logs
 from torchgarden.core.state import LossMean, TrainWindow
 from torchgarden.core.trainer import Trainer
 from torchgarden.data import DataIterator
-from torchgarden.metrics import as_metric
 from torchgarden.multitask.base_model import MultiTaskBaseModel
 from torchgarden.multitask.multitask import MultiTask
 from torchgarden.optim import ExponentialMovingAverage, set_learning_rate
@@ -145,8 +144,7 @@ class MultiTaskBaseTrainer(Trainer):
         self._multi_task = multi_task
         self._tasks = multi_task.tasks
         metrics = dict(train_metrics or {})
-        self._task_metrics = {n: [on_device(as_metric(m), device) for m in metrics.get(n, ())]
-                              for n in names}
+        self._task_metrics = {n: adapt_metrics(metrics.get(n, ()), device) for n in names}
         self._task_losses = {n: LossMean("training_loss", device) for n in names}
         self._train_dataset = train_data
         if train_data is not None:
