@@ -240,7 +240,8 @@ class Evaluator:
     def eval_step(self, iterator: Iterator[Any]) -> Logs:
         """One validation step; returns ``{**passthrough_logs, **task_logs}``."""
         inputs, passthrough = self.next_eval_inputs(iterator)
-        logs = self._task.validation_step(inputs, model=self._model, metrics=self.validation_metrics)
+        logs = self._task.validation_step(inputs, model=self._model,
+                                          metrics=self.validation_metrics)
         if Task.loss in logs:
             self.validation_loss.update_state(logs[Task.loss])
         clash = sorted(passthrough.keys() & logs.keys()) if passthrough else []
@@ -357,9 +358,8 @@ class _Lockstep:
         return self._last
 
 
-def export_best(
-    exporter: BestCheckpointExporter | None, checkpoint: Checkpoint, logs: Logs, step: int
-) -> None:
+def export_best(exporter: BestCheckpointExporter | None, checkpoint: Checkpoint, logs: Logs,
+                step: int) -> None:
     """Exports ``checkpoint`` if ``logs`` hold the best value so far, and adds
     ``best_<metric>`` to ``logs`` (no-op without an exporter)."""
     if exporter is not None:
@@ -367,9 +367,8 @@ def export_best(
         logs["best_" + exporter.metric_name] = exporter.best_metric_value
 
 
-def collect_logs(
-    metrics: Sequence[Any], loss: LossMean, *, reset: bool, always_loss: bool
-) -> Logs:
+def collect_logs(metrics: Sequence[Any], loss: LossMean, *, reset: bool,
+                 always_loss: bool) -> Logs:
     """Reads metrics and a loss meter (all-reduced over ranks) into logs; the loss is left
     out when nothing updated it, unless ``always_loss``."""
     logs: Logs = {}

@@ -108,7 +108,7 @@ def normalize_images(
     """
     pixels = images.permute(0, 3, 1, 2).to(torch.float32) / 255.0
     if mean is not None:
-        pixels = pixels - torch.tensor(list(mean), dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
+        pixels = pixels - pixels.new_tensor(list(mean)).view(1, -1, 1, 1)
     if std is not None:
-        pixels = pixels / torch.tensor(list(std), dtype=torch.float32, device=images.device).view(1, -1, 1, 1)
+        pixels = pixels / pixels.new_tensor(list(std)).view(1, -1, 1, 1)
     return pixels

@@ -46,7 +46,7 @@ class Task:
         ...         return torch.nn.Linear(8, 1)
         ...     def build_inputs(self, params, input_context=None):
         ...         x = torch.randn(64, 8)
-        ...         return [(x[i:i + 16], x[i:i + 16].sum(1, keepdim=True)) for i in range(0, 64, 16)]
+        ...         return [(b, b.sum(1, keepdim=True)) for b in x.split(16)]
         ...     def build_losses(self, labels, model_outputs, aux_losses=None):
         ...         loss = torch.nn.functional.mse_loss(model_outputs, labels)
         ...         return loss + sum(aux_losses or [])
@@ -63,9 +63,8 @@ class Task:
     #: ``build_model``) to declare them; see docs/observability.md.
     flops_per_example: float | None = None
 
-    def __init__(
-        self, params: TaskConfig, logging_dir: str | None = None, name: str | None = None
-    ) -> None:
+    def __init__(self, params: TaskConfig, logging_dir: str | None = None,
+                 name: str | None = None) -> None:
         self._task_config = params
         self._logging_dir = logging_dir or ""
         self.name = name or type(self).__name__
@@ -78,15 +77,11 @@ class Task:
     def logging_dir(self) -> str:
         return self._logging_dir
 
-    # ------------------------------------------------------------------ building
-
     def build_model(self) -> nn.Module:
         """Returns a new model. Must be overridden by tasks that train a model."""
         raise NotImplementedError(f"{type(self).__name__} must implement build_model().")
 
-    def build_inputs(
-        self, params: DataConfig, input_context: InputContext | None = None
-    ) -> Any:
+    def build_inputs(self, params: DataConfig, input_context: InputContext | None = None) -> Any:
         """Returns an iterable of batches (usually a ``DataLoader``) for ``params``.
 
         For training the iterable is restarted at each epoch end by the Trainer, so it
@@ -96,9 +91,8 @@ class Task:
         """
         raise NotImplementedError(f"{type(self).__name__} must implement build_inputs().")
 
-    def build_losses(
-        self, labels: Any, model_outputs: Any, aux_losses: Sequence[torch.Tensor] | None = None
-    ) -> torch.Tensor:
+    def build_losses(self, labels: Any, model_outputs: Any,
+                     aux_losses: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
         """Returns the scalar loss. The default adds up ``aux_losses`` (0.0 if none)."""
         del labels, model_outputs
         if not aux_losses:
@@ -110,12 +104,8 @@ class Task:
         del training
         return []
 
-    def create_optimizer(
-        self,
-        optimizer_config: OptimizationConfig,
-        model: nn.Module,
-        runtime_config: RuntimeConfig | None = None,
-    ) -> torch.optim.Optimizer:
+    def create_optimizer(self, optimizer_config: OptimizationConfig, model: nn.Module,
+                         runtime_config: RuntimeConfig | None = None) -> torch.optim.Optimizer:
         """Builds the optimizer from ``trainer.optimizer_config`` (REFERENCE §2, §9).
 
         With ``runtime.mixed_precision_dtype == "float16"`` the optimizer is wrapped in an
@@ -129,11 +119,8 @@ class Task:
             dynamic = scale is None or scale == "dynamic"
             device = next((p.device.type for p in model.parameters()), "cpu")
             optimizer = optim.LossScaleOptimizer(
-                optimizer,
-                dynamic=dynamic,
-                initial_scale=2.0**15 if dynamic else float(scale),
-                device=device,
-            )
+                optimizer, dynamic=dynamic, initial_scale=2.0**15 if dynamic else float(scale),
+                device=device)
         return optimizer
 
     def initialize(self, model: nn.Module) -> None:
@@ -157,8 +144,6 @@ class Task:
             ) from e
         _logger.info("initialized model from %s (modules: %s)", path, prefixes or "all")
 
-    # ------------------------------------------------------------------ steps
-
     @staticmethod
     def split_inputs(inputs: Any) -> tuple[Any, Any]:
         """Splits a batch into ``(features, labels)``: a 2-tuple/list is split, else both."""
@@ -166,13 +151,8 @@ class Task:
             return inputs[0], inputs[1]
         return inputs, inputs
 
-    def train_step(
-        self,
-        inputs: Any,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        metrics: Sequence[Any] | None = None,
-    ) -> Logs:
+    def train_step(self, inputs: Any, model: nn.Module, optimizer: torch.optim.Optimizer,
+                   metrics: Sequence[Any] | None = None) -> Logs:
         """One global step: clear gradients, ``forward_backward``, update the weights.
 
         Override it to change the update (several optimizers, a GAN's two phases);
@@ -194,27 +174,19 @@ class Task:
         optimizer.step()
         return logs
 
-    def forward_backward(
-        self,
-        inputs: Any,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        metrics: Sequence[Any] | None = None,
-        *,
-        accumulation_steps: int = 1,
-    ) -> Logs:
+    def forward_backward(self, inputs: Any, model: nn.Module, optimizer: torch.optim.Optimizer,
+                         metrics: Sequence[Any] | None = None, *,
+                         accumulation_steps: int = 1) -> Logs:
         """Forward pass, loss, metric updates, and the loss' gradients added to ``.grad``.
 
         It never updates the weights. With ``trainer.gradient_accumulation_steps = k``
         the Trainer calls it on k batches in a row, then ``optimizer.step()`` once.
 
         Args:
-            inputs: One batch (already on the model's device).
-            model: The model as trained.
+            inputs, model, metrics: As for :meth:`train_step`.
             optimizer: Its ``scale(loss)`` is applied under float16 loss scaling.
-            metrics: Train metrics to update with this batch.
             accumulation_steps: The loss is divided by it before ``backward``, so that
-                the gradients added up over that many calls are their mean. Default 1.
+                the gradients added up over that many calls are their mean.
 
         Returns:
             ``{self.loss: detached loss}`` (the loss before the division).
@@ -228,9 +200,8 @@ class Task:
             self.process_metrics(metrics, labels, outputs)
         return {self.loss: loss.detach()}
 
-    def validation_step(
-        self, inputs: Any, model: nn.Module, metrics: Sequence[Any] | None = None
-    ) -> Logs:
+    def validation_step(self, inputs: Any, model: nn.Module,
+                        metrics: Sequence[Any] | None = None) -> Logs:
         """Forward pass, loss and metric updates; never changes weights."""
         features, labels = self.split_inputs(inputs)
         outputs = self.inference_step(features, model)
@@ -262,18 +233,16 @@ class Task:
         features, _ = self.split_inputs(batch)
         features = features if isinstance(features, (tuple, list)) else (features,)
         example = tuple(x[:2] for x in features)
-        names = ("inputs",) if len(example) == 1 else tuple(f"inputs_{i}" for i in range(len(example)))
+        names = ("inputs",) if len(example) == 1 else tuple(
+            f"inputs_{i}" for i in range(len(example)))
         return Serving(module=InferenceStepModule(self, model), example_inputs=example,
                        input_names=names)
 
-    def process_metrics(
-        self, metrics: Sequence[Any], labels: Any, model_outputs: Any, **kwargs: Any
-    ) -> None:
+    def process_metrics(self, metrics: Sequence[Any], labels: Any, model_outputs: Any,
+                        **kwargs: Any) -> None:
         """Calls ``update_state(labels, model_outputs)`` on every metric."""
         for metric in metrics:
             metric.update_state(labels, model_outputs, **kwargs)
-
-    # ------------------------------------------------------------------ python-side evaluation
 
     def aggregate_logs(self, state: Any = None, step_logs: Logs | None = None) -> Any:
         """Folds one eval step's logs into ``state`` on the host. Default: nothing.
@@ -284,9 +253,7 @@ class Task:
         del state, step_logs
         return None
 
-    def reduce_aggregated_logs(
-        self, aggregated_logs: Any, global_step: int | None = None
-    ) -> Logs:
+    def reduce_aggregated_logs(self, aggregated_logs: Any, global_step: int | None = None) -> Logs:
         """Turns the aggregated state into final eval logs (e.g. COCO AP). Default ``{}``."""
         del aggregated_logs, global_step
         return {}

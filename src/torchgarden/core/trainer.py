@@ -28,9 +28,8 @@ class StepFunction(Protocol):
     metrics)``, and the Trainer hands it K batches at a time (see :meth:`Trainer.train`).
     """
 
-    def __call__(
-        self, inputs: Any, *, model: nn.Module, optimizer: Any, metrics: Sequence[Any]
-    ) -> Logs: ...
+    def __call__(self, inputs: Any, *, model: nn.Module, optimizer: Any,
+                 metrics: Sequence[Any]) -> Logs: ...
 
 
 class Trainer(Evaluator):
@@ -120,7 +119,8 @@ class Trainer(Evaluator):
         self._train_loss = LossMean("training_loss", self._runtime.device)
         self._train_metrics = adapt_metrics(train_metrics, self._runtime.device)
         self._train_dataset = train_data
-        self._train_iterator = DataIterator(train_data, repeat=True) if train_data is not None else None
+        self._train_iterator = (DataIterator(train_data, repeat=True) if train_data is not None
+                                else None)
         #: A ``runtime.PreemptionWatcher`` (set by ``run_experiment``); None = no checks.
         self.preemption: Any = None
         #: True when the last ``train()`` ended before ``num_steps`` (preemption, blow-up).
@@ -188,8 +188,6 @@ class Trainer(Evaluator):
         if self._lr_schedule is None:
             return 0.0
         return float(self._lr_schedule(self._global_step.value if step is None else step))
-
-    # ------------------------------------------------------------------ training
 
     def train(self, num_steps: int) -> Logs:
         """Runs ``num_steps`` steps and returns the loop's logs (Orbit ``train``).
@@ -336,6 +334,7 @@ class Trainer(Evaluator):
             self._blowup_loss = None
         logs["learning_rate"] = self.learning_rate()
         return logs
+
 
 def _check_plan(plan: StepPlan, host: list[str], task: Task, step_fn: Any) -> None:
     """Refuses a plan the Trainer cannot run as stated (``host``: what needs the host

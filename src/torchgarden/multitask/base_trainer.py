@@ -180,11 +180,6 @@ class MultiTaskBaseTrainer(Trainer):
                 for name in self._task_losses})
         return items
 
-    def next_train_inputs(self, iterator: Iterator[Any]) -> Any:
-        """The next batch of ``iterator`` on the model's device (``{task: batch}`` for
-        the joint step's ``TaskIterators``)."""
-        return self._move_inputs(next(iterator))
-
     def train_step(self, iterator: Iterator[Any]) -> None:
         """One joint step: a batch of every task, one update on the weighted loss sum."""
         step = self._global_step.value
