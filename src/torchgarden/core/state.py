@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -31,10 +32,7 @@ class GlobalStep:
         return self.value
 
     __index__ = __int__
-
-    def numpy(self) -> int:
-        """Model Garden spelling (``global_step.numpy()``)."""
-        return self.value
+    numpy = __int__  # Model Garden's spelling: ``global_step.numpy()``.
 
     def assign(self, value: int) -> None:
         self.value = int(value)
@@ -111,6 +109,7 @@ class LossMean:
         self.count = int(state["count"])
 
 
+@dataclasses.dataclass(eq=False)
 class TrainWindow:
     """The train loop's open averaging window (loss meter + train metrics) as a checkpoint item.
 
@@ -119,26 +118,21 @@ class TrainWindow:
     finishes the window: its logged means equal an uninterrupted run's bit for bit.
     Metrics without ``state_dict()`` (or with an empty one, e.g. torchmetrics by
     default) restart from zero.
-
-    Args:
-        loss: The ``training_loss`` meter.
-        metrics: The train metrics.
     """
 
-    def __init__(self, loss: LossMean, metrics: list[Any]) -> None:
-        self._loss = loss
-        self._metrics = metrics
+    loss: LossMean  # The ``training_loss`` meter.
+    metrics: list[Any]  # The train metrics.
 
     def state_dict(self) -> dict[str, Any]:
         metrics = [
             dict(m.state_dict()) if callable(getattr(m, "state_dict", None)) else {}
-            for m in self._metrics
+            for m in self.metrics
         ]
-        return {"loss": self._loss.state_dict(), "metrics": metrics}
+        return {"loss": self.loss.state_dict(), "metrics": metrics}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._loss.load_state_dict(state["loss"])
-        for metric, metric_state in zip(self._metrics, state.get("metrics", [])):
+        self.loss.load_state_dict(state["loss"])
+        for metric, metric_state in zip(self.metrics, state.get("metrics", [])):
             if metric_state and callable(getattr(metric, "load_state_dict", None)):
                 metric.load_state_dict(metric_state)
 

@@ -199,9 +199,8 @@ class Trainer(Evaluator):
         """
         iterator = self._train_iterator
         if iterator is None:
-            raise ValueError(
-                "this Trainer has no train_data; build it with train_data to call train()."
-            )
+            raise ValueError("this Trainer has no train_data; build it with train_data to call "
+                             "train().")
         self.train_loop_begin()
         plan = self.active_plan
         # Per-step stop checks cost one attribute read each unless enabled. Under
@@ -255,10 +254,8 @@ class Trainer(Evaluator):
         if self._lr_varies:
             set_learning_rate(self._optimizer, self._lr_schedule(step))  # type: ignore[misc]
         if self._plan.accumulation_steps == 1:
-            logs = self._step_fn(
-                self.next_train_inputs(iterator),
-                model=self._model, optimizer=self._optimizer, metrics=self._train_metrics,
-            )
+            logs = self._step_fn(self.next_train_inputs(iterator), model=self._model,
+                                 optimizer=self._optimizer, metrics=self._train_metrics)
             loss = logs[Task.loss]
         else:
             loss = self.accumulate_gradients(iterator)
@@ -306,10 +303,8 @@ class Trainer(Evaluator):
         for micro_step in range(k):
             # DDP all-reduce / FSDP2 reduce-scatter only on the last backward.
             self._runtime.strategy.set_gradient_sync(self._model, micro_step == k - 1)
-            logs = self._task.forward_backward(
-                self.next_train_inputs(iterator), self._model, optimizer,
-                self._train_metrics, accumulation_steps=k,
-            )
+            logs = self._task.forward_backward(self.next_train_inputs(iterator), self._model,
+                                               optimizer, self._train_metrics, accumulation_steps=k)
             loss = logs[Task.loss]
             total = loss if total is None else total + loss
         optimizer.step()
@@ -350,8 +345,7 @@ def _check_plan(plan: StepPlan, host: list[str], task: Task, step_fn: Any) -> No
         raise ValueError(
             f"gradient_accumulation_steps={steps} runs task.forward_backward on each batch "
             f"and one optimizer.step(), but {owner}. Override forward_backward instead, or "
-            "accumulate inside your own train_step and set gradient_accumulation_steps to 1."
-        )
+            "accumulate inside your own train_step and set gradient_accumulation_steps to 1.")
 
 
 #: Trainer arguments that moved, and where to.
