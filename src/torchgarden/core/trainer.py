@@ -207,6 +207,7 @@ class Trainer(Evaluator):
         # torchrun ranks must stop together, so preemption is agreed on by the
         # Controller at loop boundaries instead of here.
         preemption = self.preemption if not self._runtime.is_distributed else None
+        check_loss = plan.check_loss  # None whenever plan.steps_per_call > 1.
         self.stopped_early = False
         remaining, k = num_steps, plan.steps_per_call
         while remaining > 0:
@@ -219,9 +220,9 @@ class Trainer(Evaluator):
             if preemption is not None and preemption.requested:
                 self.stopped_early = self._window_open = True
                 break
-            if plan.check_loss is not None:  # None whenever k > 1.
+            if check_loss is not None:
                 loss = float(self._last_loss)  # Host sync, opted into by recovery_check_every_step.
-                if plan.check_loss(self._global_step.value, loss):
+                if check_loss(self._global_step.value, loss):
                     self._blowup_loss = loss
                     self.stopped_early = True
                     break
