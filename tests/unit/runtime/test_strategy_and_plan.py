@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from torchgarden import get_experiment
+from torchgarden import Trainer, get_experiment, get_task
 from torchgarden.config import ConfigError, RuntimeConfig
 from torchgarden.config.runtime import STRATEGY_NAMES
 from torchgarden.runtime import (
@@ -92,3 +92,14 @@ def test_a_plan_that_cannot_run_as_stated_is_refused():
         StepPlan(accumulation_steps=0)
     with pytest.raises(ValueError, match="needs one step per call"):
         StepPlan(steps_per_call=4, check_loss=LossBound(1.0, 0))
+
+
+def test_a_trainer_refuses_a_plan_it_cannot_run_and_points_moved_arguments_to_the_plan():
+    params = get_experiment("toy_regression")
+    task = get_task(params.task)
+    model = task.build_model()
+    with pytest.raises(ValueError, match="steps_per_call=4, but a step_fn without run_steps"):
+        Trainer(task=task, model=model, plan=StepPlan(steps_per_call=4))
+    with pytest.raises(TypeError, match=r"moved: pass plan=StepPlan\(accumulation_steps=\.\.\.\)"):
+        Trainer(task=task, model=model, gradient_accumulation_steps=2)
+    assert Trainer(task=task, model=model).plan == StepPlan()
