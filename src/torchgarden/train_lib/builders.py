@@ -8,6 +8,7 @@ built objects and returns a new object; nothing else in torchgarden reads an
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 from collections.abc import Mapping
@@ -44,12 +45,16 @@ __all__ = [
     "build_eval_metrics",
     "build_forward_model",
     "build_inputs",
+    "build_lr_schedule",
     "build_step_plan",
+    "create_optimizer",
     "create_trainer",
     "optimizer_config_for",
     "maybe_create_best_ckpt_exporter",
     "recovery_bound",
 ]
+
+_logger = logging.getLogger("torchgarden")
 
 
 def create_trainer(
@@ -77,7 +82,8 @@ def create_trainer(
     runtime = runtime or setup_runtime(params.runtime)
     trainer_cls = trainer_cls or Trainer
     model = task.build_model().to(runtime.device)
-    optimizer = _create_optimizer(params, task, model) if train else None
+    schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
+    optimizer = create_optimizer(params, task, model) if train else None
     eager_model = build_forward_model(model, runtime, optimizer)
     ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
     plan, step_fn = StepPlan(), None
@@ -95,7 +101,7 @@ def create_trainer(
         eval_data=build_eval_inputs(task, params.task.validation_data, runtime) if evaluate else None,
         train_metrics=task.build_metrics(training=True) if train else (),
         eval_metrics=build_eval_metrics(task, params.task.validation_data) if evaluate else (),
-        lr_schedule=optim.build_learning_rate(optimizer_config_for(params)) if train else None,
+        lr_schedule=schedule,
         ema=ema,
         step_fn=step_fn,
         forward_model=forward_model,
@@ -148,22 +154,52 @@ def build_step_plan(
     return plan, step_fn
 
 
-def _create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
-    """``task.create_optimizer`` after checking the schedule; torch's refusals name the key."""
+def build_lr_schedule(params: ExperimentConfig, *, chief: bool = True) -> Any:
+    """The schedule of ``trainer.optimizer_config`` (:func:`optimizer_config_for`), checked:
+    finite and >= 0 at steps 0, ``train_steps // 2`` and ``train_steps``; on the chief, a
+    warning when its decay ends before ``train_steps`` (the rest trains at the final rate).
+
+    Raises:
+        ConfigError: A rate that is not finite or is negative, naming the schedule's key.
+    """
     cfg = params.trainer
-    optimizer_config = optimizer_config_for(params)
-    schedule = optim.build_learning_rate(optimizer_config)
+    kind = cfg.optimizer_config.learning_rate.type
+    schedule = optim.build_learning_rate(optimizer_config_for(params))
     for step in sorted({0, cfg.train_steps // 2, cfg.train_steps}):
         rate = float(schedule(step))
         if not (math.isfinite(rate) and rate >= 0):
-            kind = cfg.optimizer_config.learning_rate.type
             raise ConfigError(
                 f"trainer.optimizer_config.learning_rate.{kind}: the learning rate at step "
                 f"{step} is {rate}; a learning rate must be finite and >= 0",
                 key="trainer.optimizer_config.learning_rate",
             )
+    end = _decay_end(schedule)
+    if chief and end is not None and end < cfg.train_steps:
+        _logger.warning(
+            f"the learning-rate schedule ends at step {end} (trainer.optimizer_config."
+            f"learning_rate.{kind}.decay_steps), before trainer.train_steps={cfg.train_steps}: "
+            f"steps {end + 1}-{cfg.train_steps} train at the final rate {schedule(end):.3g}. "
+            f"Set decay_steps={cfg.train_steps}, or -1 to follow trainer.train_steps.")
+    return schedule
+
+
+def _decay_end(schedule: Any) -> int | None:
+    """The step after which a decaying schedule (cosine, polynomial without ``cycle``)
+    stays at its final rate, looking through warmup wrappers; None if it never ends."""
+    for _ in range(8):
+        steps = getattr(schedule, "decay_steps", None)
+        if steps is not None and type(schedule).__name__ in ("CosineDecay", "PolynomialDecay"):
+            return None if getattr(schedule, "cycle", False) else (
+                int(steps) + int(getattr(schedule, "offset", 0) or 0))
+        schedule = getattr(schedule, "after", None) or getattr(schedule, "schedule", None)
+    return None
+
+
+def create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
+    """``task.create_optimizer``; torch's refusal of a setting names the config key."""
+    cfg = params.trainer
     try:
-        return task.create_optimizer(optimizer_config, model, params.runtime)
+        return task.create_optimizer(optimizer_config_for(params), model, params.runtime)
     except ValueError as e:
         if isinstance(e, ConfigError) or not str(e).startswith("Invalid "):
             raise

@@ -1,7 +1,5 @@
 """``run_experiment``: validate -> lock -> build -> restore -> loop -> close.
 
-A custom launch script is ``parse_configuration -> run_experiment`` (see
-``examples/custom_launch_script.py``); ``run_experiment`` writes ``params.yaml`` itself.
 It is the one guard of a model_dir: the layout is checked and the lock taken (training:
 the model_dir's; evaluation jobs: ``eval/``'s) before torch is imported and before
 anything is written. Bad input found later (the data, the checkpoint to resume, a model
@@ -89,7 +87,6 @@ def run_experiment(
     with _guarded(model_dir, params, runtime, training=training, save_summary=save_summary):
         from torchgarden.runtime import setup_runtime, teardown_runtime  # Torch from here on.
         from torchgarden.train_lib import wiring
-
         owned, runtime = runtime is None, runtime or setup_runtime(params.runtime)
         try:
             # Build: task, trainer, evaluator, checkpoint manager; closed after the block.
@@ -124,25 +121,16 @@ def run_experiment_with_multitask_eval(
     runtime: RuntimeContext | None = None,
     **kwargs: Any,
 ) -> tuple[nn.Module, Logs]:
-    """Trains ``train_task`` and evaluates its model with each of ``eval_tasks``.
-
-    Model Garden's ``multitask.train_lib.run_experiment_with_multitask_eval``: every
-    evaluation runs each eval task's ``validation_step`` and metrics on the trained model,
-    into ``validation/<task name>/``; ``best_checkpoint_eval_metric`` may name any of
-    them (``"noisy/accuracy"``). A ``MultiEvalExperimentConfig`` does the same through
-    ``run_experiment`` (and the CLI).
+    """Trains ``train_task`` and evaluates its model with each of ``eval_tasks``, into
+    ``validation/<task name>/`` (Model Garden's ``run_experiment_with_multitask_eval``);
+    ``best_checkpoint_eval_metric`` may name any of them (``"noisy/accuracy"``). A
+    ``MultiEvalExperimentConfig`` does the same through ``run_experiment`` and the CLI.
 
     Args:
-        train_task: The task that trains.
         eval_tasks: The evaluation tasks by name (a sequence is keyed by ``task.name``).
-        mode: As for :func:`run_experiment`.
-        params: The experiment config.
-        model_dir: Where checkpoints and summaries go.
         eval_steps: Eval steps by task name; missing: ``trainer.validation_steps``.
         trainer: A ready ``Trainer``; default built from ``params`` for ``train_task``.
-        runtime: The process' runtime context; default ``setup_runtime(params.runtime)``.
-        **kwargs: Passed to :func:`run_experiment` (``run_post_eval``, ``save_summary``,
-            ``callbacks``, ...).
+        **kwargs: The other arguments of :func:`run_experiment`.
 
     Returns:
         ``(model, eval_logs)`` with ``eval_logs`` keyed by eval task name.
@@ -214,7 +202,7 @@ def _run_mode(controller: Controller, trainer: Trainer, params: ExperimentConfig
     if mode in ("train", "train_and_post_eval"):
         controller.train(steps=cfg.train_steps)
         return {}
-    if mode in ("train_and_eval", "continuous_train_and_eval"):
+    if mode in ("train_and_eval", "continuous_train_and_eval"):  # One process: the same.
         return controller.train_and_evaluate(
             train_steps=cfg.train_steps, eval_steps=cfg.validation_steps,
             eval_interval=cfg.validation_interval)

@@ -13,7 +13,6 @@ from typing import Any
 
 from torch import nn
 
-from torchgarden import optim
 from torchgarden.config import ConfigError, ExperimentConfig
 from torchgarden.config.multitask import (
     MultiEvalExperimentConfig,
@@ -35,13 +34,13 @@ from torchgarden.multitask import (
 from torchgarden.registry import RegistryError, get_task
 from torchgarden.runtime import RuntimeContext, StepPlan, autocast_forward
 from torchgarden.train_lib.builders import (
-    _create_optimizer,
     build_ema,
     build_eval_inputs,
     build_eval_metrics,
     build_inputs,
+    build_lr_schedule,
+    create_optimizer,
     maybe_create_best_ckpt_exporter,
-    optimizer_config_for,
     recovery_bound,
 )
 from torchgarden.train_lib.model_dir import eval_dir
@@ -85,7 +84,8 @@ def create_multitask_trainer(
     plan = StepPlan.build(check_loss=bound if cfg.recovery_check_every_step else None,
                           replay_check=None if runtime.is_distributed else bound)
     model = task.build_model().to(runtime.device)
-    optimizer = _create_optimizer(params, task, model) if train else None
+    schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
+    optimizer = create_optimizer(params, task, model) if train else None
     tasks = task.tasks
     kwargs: dict[str, Any] = {
         "multi_task": task,
@@ -95,7 +95,7 @@ def create_multitask_trainer(
                        for n, t in tasks.items()} if train else None,
         "train_metrics": {n: t.build_metrics(training=True) for n, t in tasks.items()}
         if train else None,
-        "lr_schedule": optim.build_learning_rate(optimizer_config_for(params)) if train else None,
+        "lr_schedule": schedule,
         "ema": build_ema(cfg, model) if train else None,
         "forward_model": _forward_model(model, runtime, interleaving=trainer_type != "joint"),
         "checkpoint_items": getattr(model, "checkpoint_items", None) or {},

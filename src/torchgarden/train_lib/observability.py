@@ -1,5 +1,5 @@
 """Configs become the run's observers: summary managers and trackers, the loop monitor
-(throughput, profiler window), the compile notice and the learning-rate check.
+(throughput, profiler window) and the compile notice.
 
 See docs/observability.md. ``build_controller`` (``wiring``) calls :func:`build_observers`.
 """
@@ -7,11 +7,9 @@ See docs/observability.md. ``build_controller`` (``wiring``) calls :func:`build_
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from typing import Any
 
-from torchgarden import optim
 from torchgarden.config import ExperimentConfig
 from torchgarden.core import Trainer
 from torchgarden.loop import LoopMonitor, ProfilerWindow, ThroughputMeter
@@ -26,7 +24,6 @@ from torchgarden.summary import (
     SummaryManagerInterface,
     Tracker,
 )
-from torchgarden.train_lib.builders import optimizer_config_for
 from torchgarden.train_lib.model_dir import EVAL_SUBDIR
 
 __all__ = [
@@ -35,11 +32,7 @@ __all__ = [
     "build_loop_monitor",
     "build_observers",
     "build_trackers",
-    "schedule_end_step",
-    "warn_if_schedule_ends_early",
 ]
-
-_logger = logging.getLogger("torchgarden")
 
 
 def build_trackers(params: ExperimentConfig, model_dir: str) -> list[Tracker]:
@@ -94,8 +87,7 @@ def build_observers(
     """The managers that feed TensorBoard (``runtime.trackers``), the metrics file
     (``trainer.metrics_file``) and the trackers from the same writes (the given ones
     instead where given; none on other ranks than the chief or without ``save_summary``);
-    when training also the throughput and profiler monitor, the compile notice, and a
-    warning when the learning-rate schedule ends before ``train_steps``.
+    when training also the throughput and profiler monitor and the compile notice.
 
     A training run records into ``model_dir/{train,validation}`` and ``metrics.jsonl``; an
     evaluation job (never writing where a trainer writes) into ``model_dir/eval/``.
@@ -105,10 +97,8 @@ def build_observers(
     for tracker in trackers:  # On every rank: checkpoints hold the same items everywhere.
         trainer.checkpoint.add_optional(**{f"tracker_{tracker.name}": tracker})
     callbacks: list[Any] = [TrackersClosed(trackers)] if trackers and chief else []
-    if training and chief:
-        warn_if_schedule_ends_early(params)
-        if params.runtime.enable_xla:
-            callbacks.append(FirstLoopNotice("torch.compile"))
+    if training and chief and params.runtime.enable_xla:
+        callbacks.append(FirstLoopNotice("torch.compile"))
     monitor = build_loop_monitor(params, trainer, model_dir) if training else None
     if not (save_summary and chief):
         return Observers(SummaryManager(None), SummaryManager(None), callbacks, monitor)
@@ -153,40 +143,3 @@ def build_loop_monitor(params: ExperimentConfig, trainer: Trainer, model_dir: st
                                   cuda=runtime.device.type == "cuda",
                                   worker_name=f"rank{runtime.rank}")
     return LoopMonitor(throughput, profiler)
-
-
-def schedule_end_step(schedule: Any) -> int | None:
-    """The step after which a decaying schedule (cosine, polynomial without ``cycle``)
-    stays at its final rate, looking through warmup wrappers; None if it never ends."""
-    seen = 0
-    while schedule is not None and seen < 8:
-        steps = getattr(schedule, "decay_steps", None)
-        if steps is not None and type(schedule).__name__ in ("CosineDecay", "PolynomialDecay"):
-            if getattr(schedule, "cycle", False):
-                return None
-            return int(steps) + int(getattr(schedule, "offset", 0) or 0)
-        schedule = getattr(schedule, "after", None) or getattr(schedule, "schedule", None)
-        seen += 1
-    return None
-
-
-def warn_if_schedule_ends_early(params: ExperimentConfig) -> str | None:
-    """Warns (once, at the start) when the learning-rate decay ends before
-    ``trainer.train_steps``; returns the message, or None."""
-    cfg = params.trainer
-    try:
-        schedule = optim.build_learning_rate(optimizer_config_for(params))
-    except (ValueError, TypeError):
-        return None  # The trainer reports a bad schedule itself.
-    end = schedule_end_step(schedule)
-    if end is None or end >= cfg.train_steps:
-        return None
-    kind = cfg.optimizer_config.learning_rate.type
-    message = (
-        f"the learning-rate schedule ends at step {end} (trainer.optimizer_config."
-        f"learning_rate.{kind}.decay_steps), before trainer.train_steps={cfg.train_steps}: "
-        f"steps {end + 1}-{cfg.train_steps} train at the final rate {schedule(end):.3g}. Set "
-        f"decay_steps={cfg.train_steps}, or -1 to follow trainer.train_steps."
-    )
-    _logger.warning(message)
-    return message

@@ -20,12 +20,7 @@ __all__ = ["InitialState", "TrainerRecoveryHooks", "build_recovery"]
 class TrainerRecoveryHooks:
     """:class:`~torchgarden.callbacks.RecoveryHooks` over a Trainer's step plan and its
     train ``DataIterator``: a replay runs under ``trainer.plan.replay`` (one step per
-    call, the loss checked after each).
-
-    Args:
-        trainer: The trainer whose loops replay and whose data is skipped.
-        data_source: How the train data is named in messages (its file, or its config key).
-    """
+    call, the loss checked after each); ``data_source`` names the data in messages."""
 
     def __init__(self, trainer: Trainer, data_source: str) -> None:
         self._trainer = trainer
@@ -58,18 +53,10 @@ class TrainerRecoveryHooks:
 
 
 class InitialState:
-    """The trainer's state before its first step, kept in host memory for a rollback
-    until the first checkpoint exists (Orbit's ``restore_or_initialize`` would otherwise
-    leave blown-up weights in place when there is nothing to restore).
-
-    A callback: the copy is taken when training begins (after ``init_checkpoint`` was
-    loaded) and dropped at the first checkpoint.
-
-    Args:
-        trainer: Whose ``checkpoint`` items are copied.
-        manager: The run's checkpoint manager; once it holds a checkpoint, that is restored
-            instead.
-    """
+    """A callback keeping the trainer's state before its first step in host memory, the
+    rollback target until the first checkpoint exists (Orbit's ``restore_or_initialize``
+    would leave blown-up weights in place when there is nothing to restore). The copy is
+    taken when training begins (after ``init_checkpoint`` was loaded)."""
 
     def __init__(self, trainer: Trainer, manager: CheckpointManager) -> None:
         self._checkpoint = trainer.checkpoint
@@ -101,11 +88,9 @@ def build_recovery(
     params: ExperimentConfig, trainer: Trainer, checkpoint_manager: CheckpointManager,
     *, fresh_start: bool,
 ) -> tuple[RecoveryAction | None, InitialState | None]:
-    """Model Garden's blow-up recovery with batch skipping (unless ``recovery_max_trials <
-    0``), and the initial state it rolls back to on a fresh start (a callback).
-
-    Batches are skipped where the trainer's plan declares a replay (one process).
-    """
+    """Model Garden's blow-up recovery (unless ``recovery_max_trials < 0``), skipping
+    batches where the trainer's plan declares a replay, and the initial state it rolls
+    back to on a fresh start."""
     cfg = params.trainer
     if cfg.recovery_max_trials < 0:
         return None, None

@@ -138,16 +138,9 @@ def serialize_config(params: ExperimentConfig, model_dir: str | os.PathLike[str]
 
 
 class ConfigWriter:
-    """Writes ``params.yaml`` once training has started: at the end of the first train
-    loop or at the first checkpoint, whichever comes first.
-
-    A run refused before that (a checkpoint that does not fit, bad data, a model whose
-    output does not fit the loss) leaves ``model_dir`` as it was.
-
-    Args:
-        params: The resolved experiment config.
-        model_dir: The run's directory.
-    """
+    """A callback that writes ``params.yaml`` once training has started (at the end of the
+    first train loop or at the first checkpoint): a run refused before that (bad data, a
+    checkpoint that does not fit) leaves ``model_dir`` as it was."""
 
     def __init__(self, params: ExperimentConfig, model_dir: str) -> None:
         self._params, self._model_dir = params, model_dir
@@ -165,12 +158,7 @@ def build_checkpoint_manager(
     params: ExperimentConfig, trainer: Trainer, model_dir: str
 ) -> CheckpointManager:
     """The manager of ``model_dir/ckpt-<step>`` for the trainer's checkpoint, in the format
-    the run's strategy writes (``trainer.checkpoint_format``, ``auto``: the strategy's).
-
-    Every rank restores. In the single-file format only rank 0 writes (with FSDP2 every
-    rank takes part in gathering the state for it); in the sharded (DCP) format every
-    rank writes its own shards.
-    """
+    the strategy resolves ``trainer.checkpoint_format`` to (which decides which ranks write)."""
     cfg = params.trainer
     return CheckpointManager(
         trainer.checkpoint,
@@ -187,9 +175,8 @@ def build_checkpoint_manager(
 def build_export_callback(
     params: ExperimentConfig, trainer: Trainer, model_dir: str
 ) -> ExportOnBest | None:
-    """``trainer.export_on_best``: an export of each new best checkpoint (chief only).
-
-    ``trainer`` is what evaluates: the trainer, or a ``MultiTaskEvaluator``."""
+    """``trainer.export_on_best``: an export of each new best checkpoint of what evaluates
+    (the trainer, or a ``MultiTaskEvaluator``), on the chief."""
     exporter = trainer.checkpoint_exporter
     if not params.trainer.export_on_best or exporter is None or not trainer.runtime.is_chief:
         return None
@@ -198,14 +185,10 @@ def build_export_callback(
 
 
 def build_preemption_watcher(params: ExperimentConfig) -> PreemptionWatcher | None:
-    """A watcher of ``trainer.preemption_signals`` when on-demand checkpoints are on.
-
-    Signal handlers can only be installed from the main thread; elsewhere (a run
-    started from a worker thread) there is no watcher.
-    """
-    if not params.trainer.preemption_on_demand_checkpoint:
-        return None
-    if threading.current_thread() is not threading.main_thread():
+    """A watcher of ``trainer.preemption_signals`` when on-demand checkpoints are on; none
+    in a run started from another thread than the main one (only it takes signals)."""
+    if (not params.trainer.preemption_on_demand_checkpoint
+            or threading.current_thread() is not threading.main_thread()):
         return None
     return PreemptionWatcher(parse_signals(params.trainer.preemption_signals))
 
