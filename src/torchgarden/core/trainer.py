@@ -209,14 +209,16 @@ class Trainer(Evaluator):
         preemption = self.preemption if not self._runtime.is_distributed else None
         check_loss = plan.check_loss  # None whenever plan.steps_per_call > 1.
         self.stopped_early = False
-        remaining, k = num_steps, plan.steps_per_call
-        while remaining > 0:
-            if k > 1 and remaining >= k:  # K steps per call of the step function.
-                self._train_steps(iterator, k)
-                remaining -= k
-            else:
-                self.train_step(iterator)
-                remaining -= 1
+        k, train_step = plan.steps_per_call, self.train_step
+        # K steps per call of the step function, the rest one by one.
+        calls, single = divmod(num_steps, k) if k > 1 else (0, num_steps)
+        for _ in range(calls):
+            self._train_steps(iterator, k)
+            if preemption is not None and preemption.requested:
+                self.stopped_early = self._window_open = True
+                return self.train_loop_end()
+        for _ in range(single):
+            train_step(iterator)
             if preemption is not None and preemption.requested:
                 self.stopped_early = self._window_open = True
                 break
