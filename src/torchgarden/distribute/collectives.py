@@ -95,11 +95,8 @@ def all_gather_list(items: Iterable[T] | None) -> list[T]:
         >>> all_gather_list([1, 2])  # one process
         [1, 2]
     """
-    local = [] if items is None else list(items)
-    merged: list[T] = []
-    for part in all_gather_object(local):
-        merged.extend(part)
-    return merged
+    parts = all_gather_object([] if items is None else list(items))
+    return [item for part in parts for item in part]
 
 
 def broadcast_object(obj: T, src: int = 0) -> T:

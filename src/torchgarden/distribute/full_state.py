@@ -1,14 +1,10 @@
 """Checkpoint items that save FSDP2-sharded state as ordinary, unsharded state dicts.
 
-``state_dict()`` gathers the ``DTensor`` shards (rank 0 receives full CPU tensors, the
-other ranks ``{}``) into what one process would have written: the model's state dict,
-and the optimizer's in torch's index-keyed layout (not ``get_optimizer_state_dict``'s
-FQN-keyed one). A checkpoint thus loads at any world size and under any strategy; a
-restore gives each rank its shard. Both are collectives (``collective_state_dict =
-True``): every rank calls them together, and ``CheckpointManager`` has rank 0 decide each
-save for all. ``sharded_state_dict()`` / ``load_sharded_state_dict`` serve
-``trainer.checkpoint_format: dcp``: this rank's shards (the optimizer keyed by parameter
-name), which ``torch.distributed.checkpoint`` writes and reshards.
+``state_dict()`` gathers the ``DTensor`` shards into what one process would have written
+(the optimizer in torch's index-keyed layout), so a checkpoint loads at any world size and
+under any strategy. Both directions are collectives (``collective_state_dict = True``).
+``sharded_state_dict()`` / ``load_sharded_state_dict`` serve ``checkpoint_format: dcp``:
+this rank's shards, which ``torch.distributed.checkpoint`` writes and reshards.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.tensor import DTensor
+from torch.utils._pytree import tree_leaves, tree_map_only
 
 from torchgarden.distribute.sharding import reshard, shard_like
 
@@ -35,11 +32,7 @@ _MAX_LISTED = 5
 # Param-group keys that choose how this process runs the update, not training state: a
 # restore keeps this process' choice (one process' fused SGD has no DTensor kernel here).
 _IMPLEMENTATION_KEYS = ("fused", "foreach", "capturable", "differentiable")
-
-
-def _full(**options: bool) -> StateDictOptions:
-    """Options for full (unsharded) state dicts."""
-    return StateDictOptions(full_state_dict=True, **options)
+_FULL_ON_CPU = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def _implementation(group: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,7 +65,7 @@ class FullModelState:
 
     def state_dict(self) -> dict[str, Any]:
         """The full state dict on rank 0 (CPU tensors); ``{}`` on the other ranks."""
-        return get_model_state_dict(self.model, options=_full(cpu_offload=True))
+        return get_model_state_dict(self.model, options=_FULL_ON_CPU)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
         """Loads a full (unsharded) state dict; each rank keeps its shard.
@@ -100,7 +93,8 @@ class FullModelState:
                 f"the checkpoint does not fit {type(self.model).__name__}: " + "; ".join(problems)
             )
         reshard(self.model)  # A restore mid-run must not be hidden by gathered copies.
-        set_model_state_dict(self.model, dict(state_dict), options=_full(strict=strict))
+        options = StateDictOptions(full_state_dict=True, strict=strict)
+        set_model_state_dict(self.model, dict(state_dict), options=options)
 
     def sharded_state_dict(self) -> dict[str, Any]:
         """This rank's shards (``DTensor`` values), keyed like the unsharded model's."""
@@ -162,7 +156,7 @@ class FullOptimizerState:
 
     def state_dict(self) -> dict[str, Any]:
         """The full optimizer state on rank 0 (index-keyed, CPU); ``{}`` elsewhere."""
-        full = get_optimizer_state_dict(self.model, self._inner, options=_full(cpu_offload=True))
+        full = get_optimizer_state_dict(self.model, self._inner, options=_FULL_ON_CPU)
         if not full:
             return {}
         index = {name: i for i, name in enumerate(self._parameter_names())}
@@ -196,7 +190,8 @@ class FullOptimizerState:
             ],
         }
         if full["state"]:
-            set_optimizer_state_dict(self.model, inner, full, options=_full())
+            options = StateDictOptions(full_state_dict=True)
+            set_optimizer_state_dict(self.model, inner, full, options=options)
         else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
             for group, saved_group in zip(inner.param_groups, full["param_groups"]):
                 group.update({k: v for k, v in saved_group.items() if k != "params"})
@@ -215,24 +210,6 @@ class FullOptimizerState:
         self._load_wrapper(state_dict)
 
 
-def _holds_dtensor(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return any(_holds_dtensor(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_dtensor(v) for v in value)
-    return isinstance(value, DTensor)
-
-
-def _gather(value: Any) -> Any:
-    if isinstance(value, DTensor):
-        return value.full_tensor().cpu()  # Collective: every rank, same order.
-    if isinstance(value, Mapping):
-        return {k: _gather(v) for k, v in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(_gather(v) for v in value)
-    return value
-
-
 class FullTensorState:
     """Checkpoint item wrapping a stateful ``item`` (``state_dict()``,
     ``load_state_dict(state)``) whose state holds ``DTensor`` shards, e.g. the EMA of a
@@ -247,7 +224,8 @@ class FullTensorState:
 
     def state_dict(self) -> Any:
         """The item's state with every DTensor gathered to a full CPU tensor."""
-        return _gather(self.item.state_dict())
+        # Collective: every rank gathers the same tensors in the same order.
+        return tree_map_only(DTensor, lambda t: t.full_tensor().cpu(), self.item.state_dict())
 
     def load_state_dict(self, state_dict: Any) -> None:
         """Loads full tensors into the item as shards shaped like its current state."""
@@ -282,7 +260,8 @@ def full_state_items(
             wrapped[name] = FullModelState(model)
         elif optimizer is not None and item is optimizer:
             wrapped[name] = FullOptimizerState(model, optimizer)
-        elif callable(getattr(item, "state_dict", None)) and _holds_dtensor(item.state_dict()):
+        elif callable(getattr(item, "state_dict", None)) and any(
+                isinstance(leaf, DTensor) for leaf in tree_leaves(item.state_dict())):
             wrapped[name] = FullTensorState(item)
         else:
             wrapped[name] = item

@@ -29,10 +29,9 @@ def shard_model(
     """Applies FSDP2 ``fully_shard`` to ``model`` (on its device) in place; needs a
     process group.
 
-    Submodules that are instances of ``module_classes`` (default none) become their own
-    FSDP units first (e.g. transformer blocks: parameters are gathered one block at a
-    time), then the root takes the rest; with none the whole model is one unit, right
-    for small models.
+    Submodules that are instances of ``module_classes`` (e.g. transformer blocks) become
+    their own FSDP units first, then the root takes the rest; with none (the default) the
+    whole model is one unit, right for small models.
 
     Returns:
         ``{id(old parameter): new parameter}`` for :func:`rebind_optimizer`.
@@ -95,7 +94,7 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
     Raises:
         ValueError: A parameter of the optimizer is not one the model had.
     """
-    state = getattr(optimizer, "state", None)
+    state = optimizer.state
     sharded = {id(param) for param in replaced.values()}
     for index, group in enumerate(optimizer.param_groups):
         rebound = []
@@ -109,7 +108,7 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
                 )
             if new is None:
                 new = param  # Already rebound.
-            elif state is not None and param in state:
+            elif param in state:
                 # State from steps taken before sharding is sharded like its parameter.
                 state[new] = {
                     key: shard_like(value, new)
@@ -119,10 +118,8 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
             rebound.append(new)
         group["params"] = rebound
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if isinstance(inner, _FUSED_ON_DTENSOR):
-        return
     for group in optimizer.param_groups:
-        if group.get("fused"):
+        if group.get("fused") and not isinstance(inner, _FUSED_ON_DTENSOR):
             group["fused"] = False
             _logger.info("FSDP: %s has no fused kernel for sharded (DTensor) parameters; "
                          "using its foreach implementation.", type(inner).__name__)
