@@ -282,7 +282,9 @@ def unsupported_reason(
     return None
 
 
-def choose_steps_per_call(model: nn.Module, steps_per_loop: int, steps_per_graph: int | None) -> int:
+def choose_steps_per_call(
+    model: nn.Module, steps_per_loop: int, steps_per_graph: int | None
+) -> int:
     """How many steps one compiled call runs (K).
 
     Args:

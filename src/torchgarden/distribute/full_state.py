@@ -35,10 +35,6 @@ _IMPLEMENTATION_KEYS = ("fused", "foreach", "capturable", "differentiable")
 _FULL_ON_CPU = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
-def _implementation(group: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: group[key] for key in _IMPLEMENTATION_KEYS if key in group}
-
-
 def _shape(value: Any) -> tuple[int, ...] | None:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
@@ -148,11 +144,22 @@ class FullOptimizerState:
     def _unwrapped(self, state_dict: Mapping[str, Any]) -> Mapping[str, Any]:
         return state_dict if self._inner is self.optimizer else state_dict["optimizer"]
 
-    def _load_wrapper(self, state_dict: Mapping[str, Any]) -> None:
-        if self._inner is not self.optimizer:
-            # The wrapper's own state (e.g. the loss scale); its inner part is reloaded
-            # from the freshly set (sharded) state, which leaves it unchanged.
-            self.optimizer.load_state_dict({**state_dict, "optimizer": self._inner.state_dict()})
+    def _load(self, state: Mapping[str, Any], state_dict: Mapping[str, Any],
+              options: StateDictOptions | None = None) -> None:
+        """Loads the name-keyed ``state`` into the inner optimizer (keeping its
+        implementation keys), then the wrapper's own entries of ``state_dict``."""
+        inner = self._inner
+        groups = [{**group, **{k: current[k] for k in _IMPLEMENTATION_KEYS if k in current}}
+                  for group, current in zip(state["param_groups"], inner.param_groups)]
+        if state["state"]:
+            set_optimizer_state_dict(self.model, inner, {**state, "param_groups": groups},
+                                     options=options)
+        else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
+            for group, saved_group in zip(inner.param_groups, groups):
+                group.update({k: v for k, v in saved_group.items() if k != "params"})
+        if inner is not self.optimizer:
+            # Its inner part is reloaded from the freshly set state, which leaves it as is.
+            self.optimizer.load_state_dict({**state_dict, "optimizer": inner.state_dict()})
 
     def state_dict(self) -> dict[str, Any]:
         """The full optimizer state on rank 0 (index-keyed, CPU); ``{}`` elsewhere."""
@@ -183,19 +190,10 @@ class FullOptimizerState:
             )
         full = {
             "state": {names[int(i)]: value for i, value in indexed["state"].items()},
-            "param_groups": [
-                {**group, **_implementation(current),
-                 "params": [names[int(i)] for i in group["params"]]}
-                for group, current in zip(indexed["param_groups"], inner.param_groups)
-            ],
+            "param_groups": [{**group, "params": [names[int(i)] for i in group["params"]]}
+                             for group in indexed["param_groups"]],
         }
-        if full["state"]:
-            options = StateDictOptions(full_state_dict=True)
-            set_optimizer_state_dict(self.model, inner, full, options=options)
-        else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
-            for group, saved_group in zip(inner.param_groups, full["param_groups"]):
-                group.update({k: v for k, v in saved_group.items() if k != "params"})
-        self._load_wrapper(state_dict)
+        self._load(full, state_dict, StateDictOptions(full_state_dict=True))
 
     def sharded_state_dict(self) -> dict[str, Any]:
         """This rank's optimizer shards, keyed by parameter name (DCP's layout)."""
@@ -203,11 +201,7 @@ class FullOptimizerState:
 
     def load_sharded_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Loads name-keyed shards laid out like :meth:`sharded_state_dict`'s."""
-        chosen = [_implementation(group) for group in self._inner.param_groups]
-        set_optimizer_state_dict(self.model, self._inner, dict(self._unwrapped(state_dict)))
-        for group, implementation in zip(self._inner.param_groups, chosen):
-            group.update(implementation)
-        self._load_wrapper(state_dict)
+        self._load(self._unwrapped(state_dict), state_dict)
 
 
 class FullTensorState:
