@@ -28,16 +28,16 @@ _SGD_HYPER = ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
 
 @dataclass
 class GroupUpdate:
-    """The update of some parameters of one param group (same hyperparameters and, for
-    Adam, the same step count).
+    """The update of some parameters of one param group (for Adam, those with the same
+    step count).
 
     Attributes:
-        kind: ``"sgd"``, ``"adam"`` or ``"adamw"``.
+        kind: A value of ``KINDS``.
         group: The index of the param group (whose learning rate the update uses).
         indices: Positions of the parameters in the graph's parameter list.
         hyper: The group's hyperparameters other than the learning rate.
         offset: Where this update's scalars start in a step's row of scalars.
-        step: Adam: steps taken so far by these parameters (host copy of ``state["step"]``).
+        step: Adam: the host copy of these parameters' ``state["step"]``.
     """
 
     kind: str

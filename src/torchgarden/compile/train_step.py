@@ -37,13 +37,12 @@ AUTO_MAX_STEPS_PER_CALL = 10
 class CompiledTrainStep:
     """Runs the default ``Task.train_step`` as one ``torch.compile`` graph per K steps.
 
-    A ``Trainer`` step function. The Trainer calls :meth:`run_steps` with K batches at a
-    time; called like ``task.train_step`` (one batch) it runs one step: through the
-    graph when K is 1, else eagerly. The first steps run eagerly (the optimizer creates
-    its state as torch does, and the graph reads it), and so do steps that do not fill a
-    K-step call. Hyperparameters other than the learning rate are read when the graph is
-    bound to the optimizer: at the first compiled call, after a restore and after eager
-    steps. Build it only when :func:`unsupported_reason` returns None (or through
+    A ``Trainer`` step function: :meth:`run_steps` runs K batches; called like
+    ``task.train_step`` (one batch) it runs one step, through the graph when K is 1. The
+    first steps run eagerly (the optimizer creates its state, which the graph reads), and
+    so do steps that do not fill a K-step call. Hyperparameters other than the learning
+    rate are read at the first compiled call, after a restore and after eager steps.
+    Build it only when :func:`unsupported_reason` returns None (or through
     :func:`compiled_train_step`).
 
     Args:
@@ -83,16 +82,13 @@ class CompiledTrainStep:
         # cache: torch.compile stops compiling a code object after recompile_limit (8)
         # variants, and trainers built in one process must not use up each other's.
         function = types.FunctionType(whole_steps.__code__.replace(), whole_steps.__globals__)
-        if mode is None:
-            # Inductor's per-call size/stride asserts repeat what the guards (or, with
-            # guards skipped, the batch signature) already checked. On a CPU, the C++
-            # wrapper allocates buffers and calls kernels without Python (about 1 µs per
-            # buffer and kernel saved, more than a step's Adam update on small models).
-            on_cpu = all(p.device.type == "cpu" for p in model.parameters())
-            options = {"size_asserts": False, "cpp_wrapper": on_cpu}
-            self._graph = torch.compile(function, fullgraph=True, options=options)
-        else:
-            self._graph = torch.compile(function, fullgraph=True, mode=mode)
+        # Without a mode: inductor's per-call size/stride asserts repeat what the guards
+        # (or, with guards skipped, the batch signature) already checked. On a CPU, the C++
+        # wrapper allocates buffers and calls kernels without Python (about 1 µs per
+        # buffer and kernel saved, more than a step's Adam update on small models).
+        on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+        options = {"size_asserts": False, "cpp_wrapper": on_cpu} if mode is None else None
+        self._graph = torch.compile(function, fullgraph=True, mode=mode, options=options)
         self._skip_guards = skip_guards_context()
         self._trusted: Any = None  # The key of the last call that passed every guard.
         self._eager_reason: str | None = None  # Set when the graph cannot be captured.
@@ -115,12 +111,11 @@ class CompiledTrainStep:
         self, batches: Sequence[Any], *, learning_rates: Sequence[float] | None,
         loss_sum: torch.Tensor, metrics: Sequence[Any],
     ) -> None:
-        """Runs ``len(batches)`` (K) steps in one call of the graph.
+        """Runs ``len(batches)`` (K) steps, on the model's device, in one call of the graph.
 
         Args:
-            batches: K batches, on the model's device.
-            learning_rates: Each step's scheduled rate (written to every param group,
-                as ``optim.set_learning_rate`` does); None keeps the groups' rates.
+            learning_rates: Each step's rate for every param group (as
+                ``optim.set_learning_rate`` sets it); None keeps the groups' rates.
             loss_sum: Each step's loss is added to it in place (the Trainer's meter).
             metrics: Train metrics to update with each step's outputs.
         """

@@ -2,8 +2,7 @@
 
 Without a process group (or in one of size 1) gathers return ``[obj]`` and broadcasts
 return ``obj``. Under ``torchrun`` they are collectives: *every* rank calls them, in the
-same order; called on rank 0 only, they hang the job. ``docs/distributed.md`` shows a
-task's Python evaluator gathering its outputs with :func:`all_gather_list`.
+same order; called on rank 0 only, they hang the job.
 """
 
 from __future__ import annotations
@@ -75,7 +74,6 @@ def all_gather_object(obj: T) -> list[T]:
     """``[obj of rank 0, obj of rank 1, ...]`` on every rank; ``[obj]`` in one process.
 
     ``obj`` may be any picklable value (NumPy arrays, dicts of lists, CPU tensors).
-    Under NCCL the pickles travel through this rank's current CUDA device.
     """
     if not is_distributed():
         return [obj]

@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.tensor import DTensor
 from torch.utils._pytree import tree_leaves, tree_map_only
 
+from torchgarden.checkpoint.dcp import index_layout
 from torchgarden.distribute.sharding import reshard, shard_like
 
 __all__ = ["FullModelState", "FullOptimizerState", "FullTensorState", "full_state_items"]
@@ -64,15 +65,11 @@ class FullModelState:
         return get_model_state_dict(self.model, options=_FULL_ON_CPU)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Loads a full (unsharded) state dict; each rank keeps its shard.
-
-        Args:
-            state_dict: The model state as a single process would save it.
-            strict: Missing and unexpected keys are errors. Defaults to True.
+        """Loads a full state dict (as one process saves it); each rank keeps its shard.
 
         Raises:
-            ValueError: Keys are missing or unexpected (when strict) or shapes differ;
-                the message lists them.
+            ValueError: Keys are missing or unexpected (with ``strict``, the default) or
+                shapes differ; the message lists them.
         """
         expected = self.model.state_dict()  # DTensor shapes are the global shapes.
         missing = [k for k in expected if k not in state_dict] if strict else []
@@ -164,14 +161,7 @@ class FullOptimizerState:
     def state_dict(self) -> dict[str, Any]:
         """The full optimizer state on rank 0 (index-keyed, CPU); ``{}`` elsewhere."""
         full = get_optimizer_state_dict(self.model, self._inner, options=_FULL_ON_CPU)
-        if not full:
-            return {}
-        index = {name: i for i, name in enumerate(self._parameter_names())}
-        return self._wrapped({
-            "state": {index[name]: value for name, value in full["state"].items()},
-            "param_groups": [{**group, "params": [index[name] for name in group["params"]]}
-                             for group in full["param_groups"]],
-        })
+        return self._wrapped(index_layout(full)) if full else {}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Loads an index-keyed full optimizer state; each rank keeps its shards.
@@ -205,11 +195,8 @@ class FullOptimizerState:
 
 
 class FullTensorState:
-    """Checkpoint item wrapping a stateful ``item`` (``state_dict()``,
-    ``load_state_dict(state)``) whose state holds ``DTensor`` shards, e.g. the EMA of a
-    sharded model: ``state_dict`` replaces each ``DTensor`` by its full tensor (on the
-    CPU), ``load_state_dict`` cuts full tensors back into shards laid out like the item's.
-    """
+    """Checkpoint item for a stateful ``item`` whose state holds ``DTensor`` shards (e.g.
+    the EMA of a sharded model), saved with full CPU tensors in their place."""
 
     collective_state_dict = True
 
@@ -239,14 +226,9 @@ def full_state_items(
 ) -> dict[str, Any]:
     """Trainer checkpoint ``items`` with sharded state wrapped for full saving.
 
-    ``model`` becomes a :class:`FullModelState`, ``optimizer`` a
-    :class:`FullOptimizerState`, and any other item whose state holds ``DTensor``
+    ``model`` (``fully_shard``-ed) becomes a :class:`FullModelState`, ``optimizer`` (if
+    given) a :class:`FullOptimizerState`, and any other item whose state holds ``DTensor``
     shards (e.g. the EMA) a :class:`FullTensorState`; the rest stay as they are.
-
-    Args:
-        items: Checkpoint items by name.
-        model: The ``fully_shard``-ed model.
-        optimizer: Its optimizer, or None.
     """
     wrapped: dict[str, Any] = {}
     for name, item in items.items():
