@@ -73,7 +73,7 @@ class GroupUpdate:
             functional_sgd(params, grads, buffers, lr=row[self.offset], **_PLAIN_SGD, **hyper)
         else:
             _adam(self.hyper, self.kind == "adamw", params, grads, states,
-                  row[self.offset:self.offset + 3])
+                  row[self.offset:self.offset + self.num_scalars])
 
 
 def _adam(hyper: dict[str, Any], adamw: bool, params: list[torch.Tensor],

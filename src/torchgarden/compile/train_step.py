@@ -1,8 +1,5 @@
-"""The compiled training step behind ``runtime.enable_xla`` (Model Garden's in-graph loop).
-
-``docs/performance.md`` describes the path, its per-call cost and what falls back to the
-eager step (:func:`unsupported_reason`).
-"""
+"""The compiled training step behind ``runtime.enable_xla`` (Model Garden's in-graph loop);
+``docs/performance.md`` describes its cost and what falls back to the eager step."""
 
 from __future__ import annotations
 

@@ -59,10 +59,8 @@ def barrier() -> None:
 
 
 def max_over_ranks(value: int) -> int:
-    """The largest of every rank's ``value`` (one all-reduce; ``value`` in one process).
-
-    Example: the number of eval steps every rank runs when their shards differ in size.
-    """
+    """The largest of every rank's ``value`` (one all-reduce; ``value`` in one process),
+    e.g. the number of eval steps every rank runs when their shards differ in size."""
     if not is_distributed():
         return int(value)
     packed = torch.tensor([int(value)], dtype=torch.int64, device=_device())

@@ -204,8 +204,8 @@ class FullTensorState:
         self.item = item
 
     def state_dict(self) -> Any:
-        """The item's state with every DTensor gathered to a full CPU tensor."""
-        # Collective: every rank gathers the same tensors in the same order.
+        """The item's state with every DTensor gathered to a full CPU tensor (collective:
+        every rank gathers the same tensors in the same order)."""
         return tree_map_only(DTensor, lambda t: t.full_tensor().cpu(), self.item.state_dict())
 
     def load_state_dict(self, state_dict: Any) -> None:
