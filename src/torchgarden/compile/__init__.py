@@ -1,9 +1,5 @@
-"""Opt-in compiled training: K whole default steps as one ``torch.compile`` graph.
-
-``train_lib.create_trainer`` hands a :class:`CompiledTrainStep` to the Trainer as its
-``step_fn`` when ``runtime.enable_xla`` is set and the setup is covered; nothing in
-``core`` depends on this package.
-"""
+"""Opt-in compiled training (``runtime.enable_xla``): K whole default steps as one
+``torch.compile`` graph, the Trainer's ``step_fn``; nothing in ``core`` depends on it."""
 
 from torchgarden.compile.train_step import (
     CompiledTrainStep,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,18 +15,13 @@ def whole_steps(
     states: list[list[list[Any]]], scalars: torch.Tensor, batches: Sequence[Any],
     loss_sum: torch.Tensor, metrics: Sequence[Any],
 ) -> tuple[list[torch.Tensor], list[tuple[Any, Any]]]:
-    """``len(batches)`` training steps, unrolled: forward, loss, gradients, the update of
-    every param group, the loss sum and (when traceable) the metrics, for each batch.
+    """``len(batches)`` training steps, unrolled: forward, loss, gradients, every update,
+    the loss sum and (when traceable) the metrics, for each batch.
 
-    Args:
-        step: The owning ``CompiledTrainStep``: task, model, parameter and buffer names,
-            updates, ``metrics_in_graph``.
-        params, buffers, states: The trained parameters, the model's buffers (batch-norm
-            statistics) and each update's optimizer state lists, all updated in place.
-        scalars: ``[len(batches), n]`` float32: row k holds step k's learning rates and
-            bias corrections (see ``GroupUpdate.scalars``).
-        batches, loss_sum, metrics: The steps' batches; the loss meter's sum, to which
-            each loss is added; train metrics, updated here if ``step.metrics_in_graph``.
+    ``params``, ``buffers`` (batch-norm statistics) and ``states`` (each update's optimizer
+    state lists) are updated in place; row k of ``scalars`` holds step k's learning rates
+    and bias corrections (``GroupUpdate.scalars``); ``step`` is the owning
+    ``CompiledTrainStep``.
 
     Returns:
         ``(losses, host_updates)``: each step's detached loss, and ``(labels, outputs)``
@@ -83,25 +77,19 @@ def signature(inputs: Any) -> Any:
 
 
 def skip_guards_context() -> Callable[[], Any] | None:
-    """``set_stance(skip_guard_eval_unsafe=True)`` where torch has it (2.6+), else None.
+    """A context that skips the guards (``skip_guard_eval_unsafe``, torch 2.6+), else None.
 
-    Through torch's own ``_set_stance(stance) -> prior`` where it exists: one prebuilt
-    stance swapped in and back, about 2 µs per compiled call against 7 µs for the public
-    ``set_stance`` (which builds a decorator object and sets the stance three times).
+    Through torch's own ``_set_stance(stance) -> prior``: one prebuilt stance swapped in
+    and back, about 2 µs per compiled call against 7 µs for the public ``set_stance``
+    (which builds a decorator object and sets the stance three times).
     """
-    set_stance = getattr(torch.compiler, "set_stance", None)
-    if set_stance is None:
-        return None
-    if "skip_guard_eval_unsafe" not in inspect.signature(set_stance).parameters:
-        return None
     from torch._dynamo import eval_frame
 
-    swap = getattr(eval_frame, "_set_stance", None)
-    stance_type = getattr(eval_frame, "DynamoStance", None)
-    if swap is None or stance_type is None:
-        return lambda: set_stance("default", skip_guard_eval_unsafe=True)
-    stance = stance_type("default", skip_guard_eval_unsafe=True)
-    return lambda: _Swap(swap, stance)
+    try:
+        stance = eval_frame.DynamoStance("default", skip_guard_eval_unsafe=True)
+    except (AttributeError, TypeError):  # torch < 2.6: every call checks the guards.
+        return None
+    return lambda: _Swap(eval_frame._set_stance, stance)
 
 
 class _Swap:

@@ -1,61 +1,43 @@
 """``torch.optim`` updates as functions of tensor lists, for the compiled step graph.
 
-The graph applies each :class:`GroupUpdate` in place to the optimizer's own parameters
-and state tensors, so ``state_dict()``, checkpoints and the eager path stay
-interchangeable. SGD is torch's functional ``sgd`` in its plain per-tensor form; Adam and
-AdamW are the arithmetic of torch's ``_single_tensor_adam`` with the step-dependent
-scalars computed on the host from a host copy of the step count, as eager torch does
-(``docs/performance.md``: "Adam without a ``pow`` per vector").
+Each :class:`GroupUpdate` updates the optimizer's own parameters and state tensors in
+place, so ``state_dict()``, checkpoints and the eager path stay interchangeable. SGD is
+torch's functional ``sgd`` (plain per-tensor form); Adam and AdamW are the arithmetic of
+torch's ``_single_tensor_adam`` with the step-dependent scalars computed on the host, as
+eager torch does (``docs/performance.md``: "Adam without a ``pow`` per vector").
 """
 
 from __future__ import annotations
 
-import inspect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.optim.sgd import sgd as functional_sgd
 
-__all__ = ["GroupUpdate", "bind_updates", "has_step_hooks", "is_supported"]
+__all__ = ["KINDS", "GroupUpdate", "bind_updates"]
 
-_KINDS = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+#: The optimizers the graph updates: exactly these classes, not subclasses.
+KINDS = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
 # Fixed keywords of torch's functional SGD: the plain per-tensor algorithm.
 _PLAIN_SGD = {"foreach": False, "fused": None, "grad_scale": None, "found_inf": None,
               "has_sparse_grad": False}
 _SGD_HYPER = ("weight_decay", "momentum", "dampening", "nesterov", "maximize")
 
 
-def is_supported(optimizer: Any) -> bool:
-    """True for exactly ``torch.optim.SGD``, ``Adam`` and ``AdamW`` (not subclasses)."""
-    return type(optimizer) in _KINDS
-
-
-def has_step_hooks(optimizer: torch.optim.Optimizer) -> bool:
-    """True when ``optimizer.step()`` runs pre/post hooks (e.g. gradient clipping)."""
-    from torch.optim import optimizer as optimizer_module
-
-    return bool(
-        getattr(optimizer, "_optimizer_step_pre_hooks", None)
-        or getattr(optimizer, "_optimizer_step_post_hooks", None)
-        or getattr(optimizer_module, "_global_optimizer_pre_hooks", None)
-        or getattr(optimizer_module, "_global_optimizer_post_hooks", None)
-    )
-
-
 @dataclass
 class GroupUpdate:
-    """The update of some parameters of one param group (same hyperparameters and, for
-    Adam, the same step count).
+    """The update of some parameters of one param group (for Adam, those with the same
+    step count).
 
     Attributes:
-        kind: ``"sgd"``, ``"adam"`` or ``"adamw"``.
+        kind: A value of ``KINDS``.
         group: The index of the param group (whose learning rate the update uses).
         indices: Positions of the parameters in the graph's parameter list.
         hyper: The group's hyperparameters other than the learning rate.
         offset: Where this update's scalars start in a step's row of scalars.
-        step: Adam: steps taken so far by these parameters (host copy of ``state["step"]``).
+        step: Adam: the host copy of these parameters' ``state["step"]``.
     """
 
     kind: str
@@ -64,8 +46,6 @@ class GroupUpdate:
     hyper: dict[str, Any]
     offset: int
     step: int = 0
-    #: SGD: the keywords of torch's functional ``sgd`` (those this torch accepts).
-    sgd_keywords: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def num_scalars(self) -> int:
@@ -89,10 +69,11 @@ class GroupUpdate:
         holds the step's float32 scalars of every update (this one's at ``offset``)."""
         if self.kind == "sgd":
             buffers = states[0] if states else [None] * len(params)
-            functional_sgd(params, grads, buffers, lr=row[self.offset], **self.sgd_keywords)
+            hyper = {key: self.hyper[key] for key in _SGD_HYPER}
+            functional_sgd(params, grads, buffers, lr=row[self.offset], **_PLAIN_SGD, **hyper)
         else:
             _adam(self.hyper, self.kind == "adamw", params, grads, states,
-                  row[self.offset:self.offset + 3])
+                  row[self.offset:self.offset + self.num_scalars])
 
 
 def _adam(hyper: dict[str, Any], adamw: bool, params: list[torch.Tensor],
@@ -145,7 +126,7 @@ def bind_updates(
         ``(params, updates, states)``: ``states[u]`` holds one list per state entry that
         ``updates[u]`` reads (e.g. ``exp_avg``, ``exp_avg_sq``, ``step``).
     """
-    kind = _KINDS[type(optimizer)]
+    kind = KINDS[type(optimizer)]
     params: list[torch.Tensor] = []
     updates: list[GroupUpdate] = []
     states: list[list[list[Any]]] = []
@@ -163,10 +144,6 @@ def bind_updates(
         for step, members in parts.items():
             update = GroupUpdate(kind, index, [len(params) + i for i in members], hyper,
                                  offset, step)
-            if kind == "sgd":
-                accepted = inspect.signature(functional_sgd).parameters
-                keywords = {**_PLAIN_SGD, **{key: group[key] for key in _SGD_HYPER}}
-                update.sgd_keywords = {k: v for k, v in keywords.items() if k in accepted}
             updates.append(update)
             states.append([[optimizer.state[chosen[i]][key] for i in members] for key in keys])
             offset += update.num_scalars

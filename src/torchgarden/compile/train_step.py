@@ -1,10 +1,5 @@
-"""The compiled training step behind ``runtime.enable_xla`` (Model Garden's in-graph loop).
-
-One ``torch.compile`` graph runs K whole steps of the default ``Task.train_step``: the
-gradients, the optimizer update (``functional_optim``), the loss sum and the train
-metrics. ``docs/performance.md`` describes the path, its per-call cost and what falls
-back to the eager step (:func:`unsupported_reason`).
-"""
+"""The compiled training step behind ``runtime.enable_xla`` (Model Garden's in-graph loop);
+``docs/performance.md`` describes its cost and what falls back to the eager step."""
 
 from __future__ import annotations
 
@@ -17,12 +12,7 @@ import torch
 from torch import nn
 
 from torchgarden.compile._graph import signature, skip_guards_context, whole_steps
-from torchgarden.compile.functional_optim import (
-    GroupUpdate,
-    bind_updates,
-    has_step_hooks,
-    is_supported,
-)
+from torchgarden.compile.functional_optim import KINDS, GroupUpdate, bind_updates
 from torchgarden.core import Task
 from torchgarden.layers import Layer
 from torchgarden.metrics import Metric
@@ -44,13 +34,12 @@ AUTO_MAX_STEPS_PER_CALL = 10
 class CompiledTrainStep:
     """Runs the default ``Task.train_step`` as one ``torch.compile`` graph per K steps.
 
-    A ``Trainer`` step function. The Trainer calls :meth:`run_steps` with K batches at a
-    time; called like ``task.train_step`` (one batch) it runs one step: through the
-    graph when K is 1, else eagerly. The first steps run eagerly (the optimizer creates
-    its state as torch does, and the graph reads it), and so do steps that do not fill a
-    K-step call. Hyperparameters other than the learning rate are read when the graph is
-    bound to the optimizer: at the first compiled call, after a restore and after eager
-    steps. Build it only when :func:`unsupported_reason` returns None (or through
+    A ``Trainer`` step function: :meth:`run_steps` runs K batches; called like
+    ``task.train_step`` (one batch) it runs one step, through the graph when K is 1. The
+    first steps run eagerly (the optimizer creates its state, which the graph reads), and
+    so do steps that do not fill a K-step call. Hyperparameters other than the learning
+    rate are read at the first compiled call, after a restore and after eager steps.
+    Build it only when :func:`unsupported_reason` returns None (or through
     :func:`compiled_train_step`).
 
     Args:
@@ -90,16 +79,13 @@ class CompiledTrainStep:
         # cache: torch.compile stops compiling a code object after recompile_limit (8)
         # variants, and trainers built in one process must not use up each other's.
         function = types.FunctionType(whole_steps.__code__.replace(), whole_steps.__globals__)
-        if mode is None:
-            # Inductor's per-call size/stride asserts repeat what the guards (or, with
-            # guards skipped, the batch signature) already checked. On a CPU, the C++
-            # wrapper allocates buffers and calls kernels without Python (about 1 µs per
-            # buffer and kernel saved, more than a step's Adam update on small models).
-            on_cpu = all(p.device.type == "cpu" for p in model.parameters())
-            options = {"size_asserts": False, "cpp_wrapper": on_cpu}
-            self._graph = torch.compile(function, fullgraph=True, options=options)
-        else:
-            self._graph = torch.compile(function, fullgraph=True, mode=mode)
+        # Without a mode: inductor's per-call size/stride asserts repeat what the guards
+        # (or, with guards skipped, the batch signature) already checked. On a CPU, the C++
+        # wrapper allocates buffers and calls kernels without Python (about 1 µs per
+        # buffer and kernel saved, more than a step's Adam update on small models).
+        on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+        options = {"size_asserts": False, "cpp_wrapper": on_cpu} if mode is None else None
+        self._graph = torch.compile(function, fullgraph=True, mode=mode, options=options)
         self._skip_guards = skip_guards_context()
         self._trusted: Any = None  # The key of the last call that passed every guard.
         self._eager_reason: str | None = None  # Set when the graph cannot be captured.
@@ -112,42 +98,31 @@ class CompiledTrainStep:
     ) -> Logs:
         """One step on one batch; returns ``{"loss": detached loss}``."""
         del model, optimizer  # Bound at construction.
-        if self.steps_per_call != 1 or not self._ready():
-            return self._eager_step(inputs, metrics)
-        losses = self._call_graph([inputs], None, self._loss_scratch, metrics or [])
-        if losses is None:
-            return self._eager_step(inputs, metrics)
-        return {Task.loss: losses[0]}
+        if self.steps_per_call == 1:
+            losses = self._call_graph([inputs], None, None, metrics or [])
+            if losses is not None:
+                return {Task.loss: losses[0]}
+        return self._eager_step(inputs, metrics)
 
     def run_steps(
         self, batches: Sequence[Any], *, learning_rates: Sequence[float] | None,
         loss_sum: torch.Tensor, metrics: Sequence[Any],
     ) -> None:
-        """Runs ``len(batches)`` (K) steps in one call of the graph.
+        """Runs ``len(batches)`` (K) steps, on the model's device, in one call of the graph.
 
         Args:
-            batches: K batches, on the model's device.
-            learning_rates: Each step's scheduled rate (written to every param group,
-                as ``optim.set_learning_rate`` does); None keeps the groups' rates.
+            learning_rates: Each step's rate for every param group (as
+                ``optim.set_learning_rate`` sets it); None keeps the groups' rates.
             loss_sum: Each step's loss is added to it in place (the Trainer's meter).
             metrics: Train metrics to update with each step's outputs.
         """
-        if (len(batches) != self.steps_per_call or not self._ready()
-                or self._call_graph(batches, learning_rates, loss_sum, metrics) is None):
-            for i, inputs in enumerate(batches):
-                if learning_rates is not None:
-                    set_learning_rate(self.optimizer, learning_rates[i])
-                loss_sum.add_(self._eager_step(inputs, metrics)[Task.loss])
-
-    def _ready(self) -> bool:
-        """Binds the graph to the optimizer's state when needed; False: step eagerly."""
-        if self._eager_reason is not None:
-            return False
-        if self.optimizer.state is not self._state_owner:  # First step, restore, eager step.
-            if not self.optimizer.state and not self._stepped:
-                return False  # The optimizer creates its state in an eager step first.
-            self._bind()
-        return True
+        if (len(batches) == self.steps_per_call
+                and self._call_graph(batches, learning_rates, loss_sum, metrics) is not None):
+            return
+        for i, inputs in enumerate(batches):
+            if learning_rates is not None:
+                set_learning_rate(self.optimizer, learning_rates[i])
+            loss_sum.add_(self._eager_step(inputs, metrics)[Task.loss])
 
     def _eager_step(self, inputs: Any, metrics: Sequence[Any] | None) -> Logs:
         logs = self.task.train_step(inputs, model=self.model, optimizer=self.optimizer,
@@ -158,14 +133,21 @@ class CompiledTrainStep:
 
     def _call_graph(
         self, batches: Sequence[Any], learning_rates: Sequence[float] | None,
-        loss_sum: torch.Tensor, metrics: Sequence[Any],
+        loss_sum: torch.Tensor | None, metrics: Sequence[Any],
     ) -> list[torch.Tensor] | None:
-        """The graph on ``batches``; None when it cannot be captured (step eagerly)."""
+        """The graph on ``batches`` (``loss_sum`` None: a discarded one); None: step eagerly
+        (the graph cannot be captured, or the optimizer has no state yet)."""
+        if self._eager_reason is not None:
+            return None
+        if self.optimizer.state is not self._state_owner:  # First step, restore, eager step.
+            if not self.optimizer.state and not self._stepped:
+                return None  # The optimizer creates its state in an eager step first.
+            self._bind()
         scalars = self._scalars(learning_rates, len(batches))
         if self._mark_step:
             torch.compiler.cudagraph_mark_step_begin()
         arguments = (self, self._params, self._buffers, self._states, scalars, batches,
-                     loss_sum, metrics)
+                     self._loss_scratch if loss_sum is None else loss_sum, metrics)
         # What the graph depends on beyond fixed objects: the batches' layout, train mode
         # and grad mode. While it is unchanged since a call that passed all guards, the
         # guards (tens of µs per call for small models) are skipped.
@@ -267,10 +249,14 @@ def unsupported_reason(
         return strategy.compiled_step_unsupported()
     if accumulation_steps != 1:
         return f"gradient_accumulation_steps={accumulation_steps}"
-    if not is_supported(optimizer):
+    if type(optimizer) not in KINDS:
         return (f"optimizer {type(optimizer).__name__} (supported: SGD, Adam, AdamW; "
                 "float16 loss scaling wraps the optimizer)")
-    if has_step_hooks(optimizer):
+    from torch.optim import optimizer as torch_optimizer
+
+    if (optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
+            or torch_optimizer._global_optimizer_pre_hooks
+            or torch_optimizer._global_optimizer_post_hooks):
         return "the optimizer has step hooks (gradient clipping)"
     if any(group.get("differentiable") for group in optimizer.param_groups):
         return "a param group has differentiable=True"
@@ -288,7 +274,9 @@ def unsupported_reason(
     return None
 
 
-def choose_steps_per_call(model: nn.Module, steps_per_loop: int, steps_per_graph: int | None) -> int:
+def choose_steps_per_call(
+    model: nn.Module, steps_per_loop: int, steps_per_graph: int | None
+) -> int:
     """How many steps one compiled call runs (K).
 
     Args:

@@ -1,9 +1,7 @@
 """Distribution under ``torchrun``: FSDP2 sharding, sharded-state checkpoints, gathers.
 
-The process group is set up by ``runtime.setup_runtime`` and models are wrapped by the
-run's ``runtime.Strategy`` (DDP, or FSDP2 via :func:`shard_model`); this package holds
-what those and user code call. See ``docs/distributed.md``. Names are loaded on first
-access (the checkpoint helpers import ``torch.distributed.checkpoint``, about 0.5 s).
+What the run's ``runtime.Strategy`` and user code call (``docs/distributed.md``). Names
+load on first access (the checkpoint helpers import ``torch.distributed.checkpoint``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Without a process group (or in one of size 1) gathers return ``[obj]`` and broadcasts
 return ``obj``. Under ``torchrun`` they are collectives: *every* rank calls them, in the
-same order; called on rank 0 only, they hang the job. ``docs/distributed.md`` shows a
-task's Python evaluator gathering its outputs with :func:`all_gather_list`.
+same order; called on rank 0 only, they hang the job.
 """
 
 from __future__ import annotations
@@ -60,10 +59,8 @@ def barrier() -> None:
 
 
 def max_over_ranks(value: int) -> int:
-    """The largest of every rank's ``value`` (one all-reduce; ``value`` in one process).
-
-    Example: the number of eval steps every rank runs when their shards differ in size.
-    """
+    """The largest of every rank's ``value`` (one all-reduce; ``value`` in one process),
+    e.g. the number of eval steps every rank runs when their shards differ in size."""
     if not is_distributed():
         return int(value)
     packed = torch.tensor([int(value)], dtype=torch.int64, device=_device())
@@ -75,7 +72,6 @@ def all_gather_object(obj: T) -> list[T]:
     """``[obj of rank 0, obj of rank 1, ...]`` on every rank; ``[obj]`` in one process.
 
     ``obj`` may be any picklable value (NumPy arrays, dicts of lists, CPU tensors).
-    Under NCCL the pickles travel through this rank's current CUDA device.
     """
     if not is_distributed():
         return [obj]
@@ -95,11 +91,8 @@ def all_gather_list(items: Iterable[T] | None) -> list[T]:
         >>> all_gather_list([1, 2])  # one process
         [1, 2]
     """
-    local = [] if items is None else list(items)
-    merged: list[T] = []
-    for part in all_gather_object(local):
-        merged.extend(part)
-    return merged
+    parts = all_gather_object([] if items is None else list(items))
+    return [item for part in parts for item in part]
 
 
 def broadcast_object(obj: T, src: int = 0) -> T:

@@ -15,17 +15,12 @@ def exit_worker(status: int = 0) -> NoReturn:
     """Ends this process with ``status`` once logging and stdio are flushed.
 
     Call it last in a script run under ``torchrun``, after checkpoints, summaries and
-    trackers are closed (``run_experiment`` closes them) and, if the script created it,
-    the process group is destroyed. The interpreter's own exit frees the process groups
-    that DDP, FSDP2 and DTensor's caches still hold, from gloo's threads, which then need
-    the GIL of an interpreter being torn down: the worker aborts ("terminate called
-    without an active exception", SIGABRT or SIGSEGV) instead of exiting with its status,
-    and ``torchrun`` reports the job failed (a few launches in a hundred on a busy
-    machine here; pytorch/pytorch#179291). ``torchgarden train``/``eval`` end this way under
-    ``torchrun``.
-
-    Args:
-        status: The exit status. Defaults to 0.
+    trackers are closed and, if the script created it, the process group is destroyed.
+    The interpreter's own exit frees the process groups that DDP, FSDP2 and DTensor's
+    caches still hold, from gloo's threads, which then need the GIL of an interpreter
+    being torn down: the worker aborts ("terminate called without an active exception")
+    instead of exiting with its status, and ``torchrun`` reports the job failed (a few
+    launches in a hundred on a busy machine; pytorch/pytorch#179291).
     """
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -1,14 +1,10 @@
 """Checkpoint items that save FSDP2-sharded state as ordinary, unsharded state dicts.
 
-``state_dict()`` gathers the ``DTensor`` shards (rank 0 receives full CPU tensors, the
-other ranks ``{}``) into what one process would have written: the model's state dict,
-and the optimizer's in torch's index-keyed layout (not ``get_optimizer_state_dict``'s
-FQN-keyed one). A checkpoint thus loads at any world size and under any strategy; a
-restore gives each rank its shard. Both are collectives (``collective_state_dict =
-True``): every rank calls them together, and ``CheckpointManager`` has rank 0 decide each
-save for all. ``sharded_state_dict()`` / ``load_sharded_state_dict`` serve
-``trainer.checkpoint_format: dcp``: this rank's shards (the optimizer keyed by parameter
-name), which ``torch.distributed.checkpoint`` writes and reshards.
+``state_dict()`` gathers the ``DTensor`` shards into what one process would have written
+(the optimizer in torch's index-keyed layout), so a checkpoint loads at any world size and
+under any strategy. Both directions are collectives (``collective_state_dict = True``).
+``sharded_state_dict()`` / ``load_sharded_state_dict`` serve ``checkpoint_format: dcp``:
+this rank's shards, which ``torch.distributed.checkpoint`` writes and reshards.
 """
 
 from __future__ import annotations
@@ -26,7 +22,9 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.tensor import DTensor
+from torch.utils._pytree import tree_leaves, tree_map_only
 
+from torchgarden.checkpoint.dcp import index_layout
 from torchgarden.distribute.sharding import reshard, shard_like
 
 __all__ = ["FullModelState", "FullOptimizerState", "FullTensorState", "full_state_items"]
@@ -35,15 +33,7 @@ _MAX_LISTED = 5
 # Param-group keys that choose how this process runs the update, not training state: a
 # restore keeps this process' choice (one process' fused SGD has no DTensor kernel here).
 _IMPLEMENTATION_KEYS = ("fused", "foreach", "capturable", "differentiable")
-
-
-def _full(**options: bool) -> StateDictOptions:
-    """Options for full (unsharded) state dicts."""
-    return StateDictOptions(full_state_dict=True, **options)
-
-
-def _implementation(group: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: group[key] for key in _IMPLEMENTATION_KEYS if key in group}
+_FULL_ON_CPU = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
@@ -72,18 +62,14 @@ class FullModelState:
 
     def state_dict(self) -> dict[str, Any]:
         """The full state dict on rank 0 (CPU tensors); ``{}`` on the other ranks."""
-        return get_model_state_dict(self.model, options=_full(cpu_offload=True))
+        return get_model_state_dict(self.model, options=_FULL_ON_CPU)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Loads a full (unsharded) state dict; each rank keeps its shard.
-
-        Args:
-            state_dict: The model state as a single process would save it.
-            strict: Missing and unexpected keys are errors. Defaults to True.
+        """Loads a full state dict (as one process saves it); each rank keeps its shard.
 
         Raises:
-            ValueError: Keys are missing or unexpected (when strict) or shapes differ;
-                the message lists them.
+            ValueError: Keys are missing or unexpected (with ``strict``, the default) or
+                shapes differ; the message lists them.
         """
         expected = self.model.state_dict()  # DTensor shapes are the global shapes.
         missing = [k for k in expected if k not in state_dict] if strict else []
@@ -100,7 +86,8 @@ class FullModelState:
                 f"the checkpoint does not fit {type(self.model).__name__}: " + "; ".join(problems)
             )
         reshard(self.model)  # A restore mid-run must not be hidden by gathered copies.
-        set_model_state_dict(self.model, dict(state_dict), options=_full(strict=strict))
+        options = StateDictOptions(full_state_dict=True, strict=strict)
+        set_model_state_dict(self.model, dict(state_dict), options=options)
 
     def sharded_state_dict(self) -> dict[str, Any]:
         """This rank's shards (``DTensor`` values), keyed like the unsharded model's."""
@@ -154,23 +141,27 @@ class FullOptimizerState:
     def _unwrapped(self, state_dict: Mapping[str, Any]) -> Mapping[str, Any]:
         return state_dict if self._inner is self.optimizer else state_dict["optimizer"]
 
-    def _load_wrapper(self, state_dict: Mapping[str, Any]) -> None:
-        if self._inner is not self.optimizer:
-            # The wrapper's own state (e.g. the loss scale); its inner part is reloaded
-            # from the freshly set (sharded) state, which leaves it unchanged.
-            self.optimizer.load_state_dict({**state_dict, "optimizer": self._inner.state_dict()})
+    def _load(self, state: Mapping[str, Any], state_dict: Mapping[str, Any],
+              options: StateDictOptions | None = None) -> None:
+        """Loads the name-keyed ``state`` into the inner optimizer (keeping its
+        implementation keys), then the wrapper's own entries of ``state_dict``."""
+        inner = self._inner
+        groups = [{**group, **{k: current[k] for k in _IMPLEMENTATION_KEYS if k in current}}
+                  for group, current in zip(state["param_groups"], inner.param_groups)]
+        if state["state"]:
+            set_optimizer_state_dict(self.model, inner, {**state, "param_groups": groups},
+                                     options=options)
+        else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
+            for group, saved_group in zip(inner.param_groups, groups):
+                group.update({k: v for k, v in saved_group.items() if k != "params"})
+        if inner is not self.optimizer:
+            # Its inner part is reloaded from the freshly set state, which leaves it as is.
+            self.optimizer.load_state_dict({**state_dict, "optimizer": inner.state_dict()})
 
     def state_dict(self) -> dict[str, Any]:
         """The full optimizer state on rank 0 (index-keyed, CPU); ``{}`` elsewhere."""
-        full = get_optimizer_state_dict(self.model, self._inner, options=_full(cpu_offload=True))
-        if not full:
-            return {}
-        index = {name: i for i, name in enumerate(self._parameter_names())}
-        return self._wrapped({
-            "state": {index[name]: value for name, value in full["state"].items()},
-            "param_groups": [{**group, "params": [index[name] for name in group["params"]]}
-                             for group in full["param_groups"]],
-        })
+        full = get_optimizer_state_dict(self.model, self._inner, options=_FULL_ON_CPU)
+        return self._wrapped(index_layout(full)) if full else {}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Loads an index-keyed full optimizer state; each rank keeps its shards.
@@ -189,18 +180,10 @@ class FullOptimizerState:
             )
         full = {
             "state": {names[int(i)]: value for i, value in indexed["state"].items()},
-            "param_groups": [
-                {**group, **_implementation(current),
-                 "params": [names[int(i)] for i in group["params"]]}
-                for group, current in zip(indexed["param_groups"], inner.param_groups)
-            ],
+            "param_groups": [{**group, "params": [names[int(i)] for i in group["params"]]}
+                             for group in indexed["param_groups"]],
         }
-        if full["state"]:
-            set_optimizer_state_dict(self.model, inner, full, options=_full())
-        else:  # A stateless optimizer (plain SGD): torch's loader needs a tensor to place.
-            for group, saved_group in zip(inner.param_groups, full["param_groups"]):
-                group.update({k: v for k, v in saved_group.items() if k != "params"})
-        self._load_wrapper(state_dict)
+        self._load(full, state_dict, StateDictOptions(full_state_dict=True))
 
     def sharded_state_dict(self) -> dict[str, Any]:
         """This rank's optimizer shards, keyed by parameter name (DCP's layout)."""
@@ -208,37 +191,12 @@ class FullOptimizerState:
 
     def load_sharded_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Loads name-keyed shards laid out like :meth:`sharded_state_dict`'s."""
-        chosen = [_implementation(group) for group in self._inner.param_groups]
-        set_optimizer_state_dict(self.model, self._inner, dict(self._unwrapped(state_dict)))
-        for group, implementation in zip(self._inner.param_groups, chosen):
-            group.update(implementation)
-        self._load_wrapper(state_dict)
-
-
-def _holds_dtensor(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return any(_holds_dtensor(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_dtensor(v) for v in value)
-    return isinstance(value, DTensor)
-
-
-def _gather(value: Any) -> Any:
-    if isinstance(value, DTensor):
-        return value.full_tensor().cpu()  # Collective: every rank, same order.
-    if isinstance(value, Mapping):
-        return {k: _gather(v) for k, v in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(_gather(v) for v in value)
-    return value
+        self._load(self._unwrapped(state_dict), state_dict)
 
 
 class FullTensorState:
-    """Checkpoint item wrapping a stateful ``item`` (``state_dict()``,
-    ``load_state_dict(state)``) whose state holds ``DTensor`` shards, e.g. the EMA of a
-    sharded model: ``state_dict`` replaces each ``DTensor`` by its full tensor (on the
-    CPU), ``load_state_dict`` cuts full tensors back into shards laid out like the item's.
-    """
+    """Checkpoint item for a stateful ``item`` whose state holds ``DTensor`` shards (e.g.
+    the EMA of a sharded model), saved with full CPU tensors in their place."""
 
     collective_state_dict = True
 
@@ -246,8 +204,9 @@ class FullTensorState:
         self.item = item
 
     def state_dict(self) -> Any:
-        """The item's state with every DTensor gathered to a full CPU tensor."""
-        return _gather(self.item.state_dict())
+        """The item's state with every DTensor gathered to a full CPU tensor (collective:
+        every rank gathers the same tensors in the same order)."""
+        return tree_map_only(DTensor, lambda t: t.full_tensor().cpu(), self.item.state_dict())
 
     def load_state_dict(self, state_dict: Any) -> None:
         """Loads full tensors into the item as shards shaped like its current state."""
@@ -267,14 +226,9 @@ def full_state_items(
 ) -> dict[str, Any]:
     """Trainer checkpoint ``items`` with sharded state wrapped for full saving.
 
-    ``model`` becomes a :class:`FullModelState`, ``optimizer`` a
-    :class:`FullOptimizerState`, and any other item whose state holds ``DTensor``
+    ``model`` (``fully_shard``-ed) becomes a :class:`FullModelState`, ``optimizer`` (if
+    given) a :class:`FullOptimizerState`, and any other item whose state holds ``DTensor``
     shards (e.g. the EMA) a :class:`FullTensorState`; the rest stay as they are.
-
-    Args:
-        items: Checkpoint items by name.
-        model: The ``fully_shard``-ed model.
-        optimizer: Its optimizer, or None.
     """
     wrapped: dict[str, Any] = {}
     for name, item in items.items():
@@ -282,7 +236,8 @@ def full_state_items(
             wrapped[name] = FullModelState(model)
         elif optimizer is not None and item is optimizer:
             wrapped[name] = FullOptimizerState(model, optimizer)
-        elif callable(getattr(item, "state_dict", None)) and _holds_dtensor(item.state_dict()):
+        elif callable(getattr(item, "state_dict", None)) and any(
+                isinstance(leaf, DTensor) for leaf in tree_leaves(item.state_dict())):
             wrapped[name] = FullTensorState(item)
         else:
             wrapped[name] = item

@@ -1,9 +1,8 @@
 """FSDP2 (``fully_shard``) for a built model, and gradient-sync switching for DDP/FSDP.
 
-``fully_shard`` swaps every parameter for a new ``nn.Parameter`` holding a ``DTensor``
-shard, so an optimizer built before sharding (as Model Garden builds it) would update
-tensors the model no longer uses: :func:`shard_model` returns which new parameter
-replaced which old one, and :func:`rebind_optimizer` points the optimizer at the new ones.
+``fully_shard`` swaps every parameter for a new one holding a ``DTensor`` shard, so an
+optimizer built before sharding (as Model Garden builds it) is pointed at the new ones
+with :func:`rebind_optimizer`.
 """
 
 from __future__ import annotations
@@ -29,10 +28,9 @@ def shard_model(
     """Applies FSDP2 ``fully_shard`` to ``model`` (on its device) in place; needs a
     process group.
 
-    Submodules that are instances of ``module_classes`` (default none) become their own
-    FSDP units first (e.g. transformer blocks: parameters are gathered one block at a
-    time), then the root takes the rest; with none the whole model is one unit, right
-    for small models.
+    Submodules that are instances of ``module_classes`` (e.g. transformer blocks) become
+    their own FSDP units first, then the root takes the rest; with none (the default) the
+    whole model is one unit, right for small models.
 
     Returns:
         ``{id(old parameter): new parameter}`` for :func:`rebind_optimizer`.
@@ -67,11 +65,9 @@ def _reshard_in_eval(module: nn.Module, args: Any, output: Any) -> None:
 
 
 def reshard(model: nn.Module) -> None:
-    """Frees the gathered parameters of every FSDP2 unit of ``model`` (keeps shards).
-
-    Call before changing the sharded parameters in place outside of training (FSDP2
-    would otherwise reuse the gathered copies in the next forward).
-    """
+    """Frees the gathered parameters of every FSDP2 unit of ``model`` (keeps shards); call
+    it before changing the shards in place outside of training, or the next forward reuses
+    the gathered copies."""
     from torch.distributed.fsdp import FSDPModule
 
     for module in model.modules():
@@ -83,10 +79,8 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
     """Points ``optimizer``'s param groups (and any state) at the sharded parameters.
 
     Works for any object with torch's ``param_groups`` / ``state`` layout (e.g. a
-    ``LossScaleOptimizer``). Fused kernels that ``DTensor`` has no sharding rule for
-    (torch 2.13: all but Adam and AdamW, e.g. the fused SGD of ``fused: true``) would
-    fail at the first step, so those groups fall back to torch's foreach implementation,
-    which computes the same update.
+    ``LossScaleOptimizer``). Groups with a fused kernel that ``DTensor`` cannot run (torch
+    2.13: all but Adam and AdamW) fall back to torch's foreach implementation.
 
     Args:
         optimizer: The optimizer built on the unsharded parameters.
@@ -95,7 +89,7 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
     Raises:
         ValueError: A parameter of the optimizer is not one the model had.
     """
-    state = getattr(optimizer, "state", None)
+    state = optimizer.state
     sharded = {id(param) for param in replaced.values()}
     for index, group in enumerate(optimizer.param_groups):
         rebound = []
@@ -109,7 +103,7 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
                 )
             if new is None:
                 new = param  # Already rebound.
-            elif state is not None and param in state:
+            elif param in state:
                 # State from steps taken before sharding is sharded like its parameter.
                 state[new] = {
                     key: shard_like(value, new)
@@ -119,21 +113,16 @@ def rebind_optimizer(optimizer: Any, replaced: Mapping[int, nn.Parameter]) -> No
             rebound.append(new)
         group["params"] = rebound
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if isinstance(inner, _FUSED_ON_DTENSOR):
-        return
     for group in optimizer.param_groups:
-        if group.get("fused"):
+        if group.get("fused") and not isinstance(inner, _FUSED_ON_DTENSOR):
             group["fused"] = False
             _logger.info("FSDP: %s has no fused kernel for sharded (DTensor) parameters; "
                          "using its foreach implementation.", type(inner).__name__)
 
 
 def shard_like(value: Any, template: Any) -> Any:
-    """``value`` with each full tensor cut into a shard laid out like ``template``'s.
-
-    Walks dicts, lists and tuples in parallel; where ``template`` holds a ``DTensor``
-    and ``value`` a plain tensor of the same global shape, every rank keeps its own
-    shard of its own copy (no communication). Other leaves are returned as they are.
+    """``value`` with each full tensor cut into a shard laid out like ``template``'s
+    ``DTensor`` (walking dicts, lists and tuples in parallel; other leaves as they are).
 
     Raises:
         ValueError: A tensor's shape differs from the sharded one's.
@@ -161,8 +150,7 @@ def shard_like(value: Any, template: Any) -> Any:
 def set_gradient_sync(model: nn.Module, enabled: bool) -> None:
     """Turns gradient all-reduce (DDP) / reduce-scatter (FSDP2) on or off for backward.
 
-    Gradient accumulation turns it off on every micro-step but the last, so gradients
-    are summed locally and communicated once per optimizer step. A model that is
+    Gradient accumulation turns it off on every micro-step but the last. A model that is
     neither DDP nor FSDP2 (nor a ``torch.compile`` wrapper of one) is left alone.
     """
     target = getattr(model, "_orig_mod", model)  # Through a torch.compile wrapper.
