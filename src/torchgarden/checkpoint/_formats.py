@@ -16,17 +16,13 @@ from typing import Any, ClassVar
 import torch.distributed as dist
 import torch.distributed.checkpoint as tdcp
 
-from torchgarden.checkpoint import _direct, dcp, layout
+from torchgarden.checkpoint import _direct, dcp, layout, selection
 from torchgarden.checkpoint._host import HostStaging, to_host
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CheckpointWriteError
 from torchgarden.distribute.collectives import get_rank, get_world_size
 
 __all__ = ["CheckpointFormat", "Sharded", "SingleFile", "format_class"]
-
-#: ``check(state, collective=False)`` raises ``NonFiniteCheckpointError`` before ``state``
-#: is saved; with ``collective`` every rank calls it with its own shards and all raise alike.
-Check = Callable[..., None]
 
 
 class CheckpointFormat:
@@ -36,13 +32,11 @@ class CheckpointFormat:
         directory, checkpoint_name, enable_async, version: As for ``CheckpointManager``.
         on_written: Called with each checkpoint's path once it is durable (on the writing
             rank and thread), e.g. to apply retention.
-        resume_from: Returns the checkpoint a rerun would resume from, or None; named in
-            the message of a failed write.
+        resume_from: Returns the checkpoint a rerun would resume from, or None; named by
+            a failed or refused write.
     """
 
-    #: The ``checkpoint_format`` naming this format.
-    name: ClassVar[str]
-    _THREAD: ClassVar[str] = "ckpt-writer"
+    name: ClassVar[str]  # The ``checkpoint_format`` naming this format.
 
     def __init__(
         self, directory: str, checkpoint_name: str, *, on_written: Callable[[str], None],
@@ -59,21 +53,23 @@ class CheckpointFormat:
         self._pending: Future[Any] | None = None
 
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
-        """Whether every rank must call ``save`` together (else rank 0 alone calls it)."""
+        """Whether every rank takes part in a save (else rank 0 alone writes)."""
         raise NotImplementedError
 
-    def write(
-        self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
-    ) -> str | None:
-        """Takes this rank's state of ``checkpoint`` and writes it as checkpoint ``number``
-        (after :meth:`sync`, on the ranks :meth:`every_rank_saves` names); returns its path
-        (where it will appear) on rank 0, None elsewhere.
+    def write(self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any) -> str | None:
+        """Writes this rank's state of ``checkpoint`` as checkpoint ``number`` (on the ranks
+        :meth:`every_rank_saves` names); returns its path on rank 0, None elsewhere.
 
         Raises:
             CheckpointWriteError: The write failed; the checkpoints already there are intact.
-            NonFiniteCheckpointError: From ``check``; nothing was written.
+            NonFiniteCheckpointError: A model parameter is NaN or inf; nothing was written.
         """
         raise NotImplementedError
+
+    def _check(self, number: int, checkpoint: Checkpoint, state: Any, collective: bool = False
+               ) -> None:
+        selection.refuse_nonfinite(checkpoint.items, state, f"{self._name}-{number}",
+                                   self._resume_from, collective=collective)
 
     def _meta_version(self) -> str:  # Looked up (slowly) only when a checkpoint is written.
         return layout.package_version() if self._version is None else self._version
@@ -84,7 +80,7 @@ class CheckpointFormat:
     def _later(self, function: Callable[[], Any]) -> None:
         """Runs ``function`` on the writer thread; :meth:`sync` waits for it."""
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._THREAD)
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-writer")
         self._pending = self._executor.submit(function)
 
     def sync(self) -> None:
@@ -125,21 +121,19 @@ class SingleFile(CheckpointFormat):
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
         return any(getattr(item, "collective_state_dict", False) for item in items.values())
 
-    def write(
-        self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
-    ) -> str | None:
+    def write(self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any) -> str | None:
         state = checkpoint.state_dict()  # A collective for FSDP2 full-state items.
         if get_rank() != 0:
             return None
         if not self._enable_async:
-            check(state)
+            self._check(number, checkpoint, state)
             return self._write(number, to_host(state, copy=False), config, extra)
         # Training goes on while the copy is written: copy into host buffers reused from
         # save to save (the write that read them last has been waited for).
         host = to_host(state, copy=True, staging=self._staging)
 
         def checked_write() -> None:
-            check(host)
+            self._check(number, checkpoint, host)
             self._write(number, host, config, extra)
 
         self._later(checked_write)
@@ -173,34 +167,28 @@ class Sharded(CheckpointFormat):
     """
 
     name = layout.SHARDED
-    _THREAD = "dcp-writer"
     _group: Any = None  # A gloo group for the publishing collectives, made at the first save.
 
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
         return True
 
-    def write(
-        self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
-    ) -> str | None:
+    def write(self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any) -> str | None:
         state = dcp.save_state(checkpoint.items)
-        check(state, collective=True)
+        self._check(number, checkpoint, state, collective=True)
         if self._group is None and get_world_size() > 1:
             self._group = dist.new_group(backend="gloo")  # Collective: every rank saves.
         alone = self._group is None
         temp = layout.new_temp_dir(self._path(number)) if get_rank() == 0 else None
         temp = _gather(temp, self._group)[0]  # Rank 0's.
         writer = tdcp.FileSystemWriter(temp)
-        if self._enable_async:
-            future, failure = None, None
-            try:  # Copies the state to host memory; the write goes on in the background.
-                future = tdcp.async_save(state, storage_writer=writer,
-                                         process_group=self._group, no_dist=alone)
-            except Exception as e:
-                failure = e
+        if self._enable_async:  # Copies the state to host memory; the write goes on behind.
+            future, failure = _attempt(lambda: tdcp.async_save(
+                state, storage_writer=writer, process_group=self._group, no_dist=alone))
             self._later(lambda: self._publish(number, temp, failure, future, config, extra))
         else:
             with dcp.quiet_if(alone):
-                failure = _failure(lambda: tdcp.save(state, storage_writer=writer, no_dist=alone))
+                _, failure = _attempt(lambda: tdcp.save(state, storage_writer=writer,
+                                                        no_dist=alone))
             self._publish(number, temp, failure, None, config, extra)
         return self._path(number) if get_rank() == 0 else None
 
@@ -209,7 +197,7 @@ class Sharded(CheckpointFormat):
         """Waits for an async write, every rank hashes a share of the files, then rank 0
         writes meta.json and renames."""
         if failure is None and future is not None:
-            failure = _failure(future.result)
+            _, failure = _attempt(future.result)
         rank, world_size = get_rank(), get_world_size()
         files: dict[str, Any] = {}
         if failure is None:
@@ -226,7 +214,7 @@ class Sharded(CheckpointFormat):
             outcome = next((text for text, _ in reports if text), None)
             if outcome is None:
                 merged = {name: info for _, part in reports for name, info in part.items()}
-                error = _failure(lambda: self._rename(number, temp, merged, config, extra))
+                _, error = _attempt(lambda: self._rename(number, temp, merged, config, extra))
                 outcome = None if error is None else _reason(error)
             layout.release_temp_dir(temp, remove=outcome is not None)
         outcome = _gather(outcome, self._group)[0]
@@ -278,13 +266,12 @@ def _gather(obj: Any, group: Any) -> list[Any]:
     return gathered
 
 
-def _failure(action: Callable[[], Any]) -> BaseException | None:
-    """Runs ``action``; returns its exception instead of raising (ranks must stay in step)."""
+def _attempt(action: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """``(result, None)`` of ``action``, or ``(None, its exception)``: ranks stay in step."""
     try:
-        action()
+        return action(), None
     except Exception as e:
-        return e
-    return None
+        return None, e
 
 
 def _reason(error: BaseException) -> str:

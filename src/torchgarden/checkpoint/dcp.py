@@ -103,10 +103,7 @@ def _host_state(path: str, metadata: Metadata) -> dict[str, Any]:
     if HOST_KEY not in metadata.state_dict_metadata:
         return {}
     blob = _load_full(path, {HOST_KEY})[HOST_KEY]
-    state = _direct.safe_load(io.BytesIO(blob), f"{path!r} ({HOST_KEY})")
-    if not isinstance(state, dict):
-        raise CorruptCheckpointError(f"{path!r}: {HOST_KEY} holds a {type(state).__name__}.")
-    return state
+    return _direct.load_dict(io.BytesIO(blob), f"{path!r} ({HOST_KEY})")
 
 
 def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool) -> None:

@@ -1,13 +1,11 @@
 """``CheckpointManager``: numbered, atomic, verified checkpoints with retention.
 
-Follows Orbit / ``tf.train.CheckpointManager`` save rules (skip a number that exists,
-interval gating, the interval restarts at the restored number) on the directory layout
-of ``layout``; how a checkpoint is written is its format's business (``_formats``).
+The save rules are here; the directory layout is ``layout``'s, the writing its format's
+(``_formats``), the choice of a resume point ``selection``'s.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from collections.abc import Callable
@@ -29,10 +27,9 @@ class CheckpointManager:
     Save rules (``save(number)``), as in TensorFlow's manager: a number that already has
     a checkpoint is skipped; with interval checking, a save happens only when ``number``
     has reached the next multiple of ``checkpoint_interval`` after the last saved (or
-    restored) number, so checkpoints land on 1000, 2000, ... (Orbit/TF instead save the
-    first call after a fresh start and count the interval from there);
-    ``checkpoint_interval=None`` saves always. Once a checkpoint is durable, the oldest
-    beyond ``max_to_keep`` are deleted (a reader sees all of one or nothing).
+    restored) number, so checkpoints land on 1000, 2000, ...; ``checkpoint_interval=None``
+    saves always. Once a checkpoint is durable, the oldest beyond ``max_to_keep`` are
+    deleted (a reader sees all of one or nothing).
 
     Under ``torch.distributed`` rank 0 alone writes a ``"single"`` checkpoint (``save``
     returns None elsewhere) unless an item's ``state_dict()`` is a collective
@@ -183,26 +180,19 @@ class CheckpointManager:
         number = int(checkpoint_number)
         if number < 0:
             raise ValueError(f"checkpoint_number must be >= 0, got {number}.")
-        every_rank = self._format.every_rank_saves(self._checkpoint.items)
-        if not every_rank and not is_chief():
-            return None  # Replicated state: rank 0 alone writes it.
         self.sync()
         due = is_chief() and self._save_due(number, check_interval)
-        if every_rank:
+        if self._format.every_rank_saves(self._checkpoint.items):
             due = broadcast_object(due)  # Rank 0 decides; then every rank takes part.
         if not due:
-            return None
-        check = functools.partial(
-            selection.refuse_nonfinite, self._checkpoint.items,
-            name=f"{self._checkpoint_name}-{number}", latest=lambda: self.latest_checkpoint)
-        path = self._format.write(number, self._checkpoint, extra=extra, check=check,
+            return None  # Skipped, or replicated state that rank 0 alone writes.
+        path = self._format.write(number, self._checkpoint, extra=extra,
                                   config=self._config if config is None else config)
         # Like TF, the interval counts from the submitted save (an async one included).
         self._last_saved_number = number
         return path
 
-    def _save_due(self, number: int, check_interval: bool) -> bool:
-        """Applies the save rules to ``number`` (on rank 0)."""
+    def _save_due(self, number: int, check_interval: bool) -> bool:  # On rank 0.
         path = layout.checkpoint_path(self._directory, self._checkpoint_name, number)
         if os.path.lexists(path):
             unusable = path in self._unusable
@@ -223,21 +213,18 @@ class CheckpointManager:
         # (Orbit instead saves the first loop of a fresh start, then every interval after it).
         return number // interval > (self._last_saved_number or 0) // interval
 
-    def _on_written(self, path: str) -> None:  # Once ``path`` is durable.
-        self._apply_retention(keep=path)
+    def _on_written(self, path: str) -> None:
+        """Retention, once ``path`` is durable."""
+        if self._max_to_keep >= 0:
+            found = self.checkpoints
+            excess = max(0, len(found) - self._max_to_keep)
+            for old in [p for p in found if p != path][:excess]:  # The one just written stays.
+                layout.remove_checkpoint(old)
         self.remove_leftovers()
 
     def remove_leftovers(self) -> None:
         """Deletes the hidden temp directories of saves and deletes whose process died."""
         layout.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
-
-    def _apply_retention(self, keep: str) -> None:
-        if self._max_to_keep < 0:
-            return
-        found = self.checkpoints
-        excess = max(0, len(found) - self._max_to_keep)
-        for path in [p for p in found if p != keep][:excess]:  # The one just written stays.
-            layout.remove_checkpoint(path)  # Readers see all of it or nothing.
 
     def sync(self) -> None:
         """Waits for the pending async save; re-raises its error, if any."""

@@ -33,17 +33,11 @@ def recorded_step(state: Mapping[str, Any]) -> int | None:
 
 
 def nonfinite_parameter(items: Mapping[str, Any], state: Mapping[str, Any]) -> str | None:
-    """Names the first model parameter in ``state`` holding NaN or inf, or returns None.
-
-    Only parameters of the checkpoint's modules are checked (an ``nn.Module`` item, or an
-    item wrapping one as ``.model`` such as FSDP's full-state item): buffers may hold inf
-    on purpose (attention masks).
-
-    Args:
-        items: The checkpoint's items by name (``Checkpoint.items``).
-        state: A state dict of those items, on any device.
-    """
-    tensors, names = [], []
+    """Names the first model parameter in ``state`` (of ``items``, on any device) holding
+    NaN or inf, or returns None. Only the parameters of module items (or of an item
+    wrapping one as ``.model``: FSDP's full-state item) count: buffers may hold inf on
+    purpose (attention masks)."""
+    by_device: dict[torch.device, dict[str, torch.Tensor]] = {}
     for item_name, item in items.items():
         module = _module_of(item)
         saved = state.get(item_name)
@@ -53,23 +47,15 @@ def nonfinite_parameter(items: Mapping[str, Any], state: Mapping[str, Any]) -> s
             value = saved.get(name)
             value = value.to_local() if hasattr(value, "to_local") else value  # DTensor shard
             if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
-                tensors.append(value)
-                names.append(f"{item_name}[{name!r}]")
-    # A sum is NaN or inf when any element is, and it reads the tensor once without the
-    # boolean copy `isfinite` makes (10x faster on a large state: the async save's stall).
-    # A finite tensor whose sum overflows is told apart by the exact check below.
-    flags = [torch.isfinite(tensor.sum()) for tensor in tensors]
-    if not flags:
-        return None
-    by_device: dict[torch.device, list[int]] = {}
-    for index, flag in enumerate(flags):
-        by_device.setdefault(flag.device, []).append(index)
-    for indices in by_device.values():
-        finite = torch.stack([flags[i] for i in indices]).cpu()  # Sync point: once per device.
-        for position in (~finite).nonzero().flatten().tolist():
-            index = indices[position]
-            if not bool(torch.isfinite(tensors[index]).all()):
-                return names[index]
+                by_device.setdefault(value.device, {})[f"{item_name}[{name!r}]"] = value
+    for named in by_device.values():
+        # A sum is NaN or inf when any element is, and it reads the tensor once without the
+        # boolean copy `isfinite` makes (10x faster on a large state: the async save's stall).
+        # A finite tensor whose sum overflows is told apart by the exact check below.
+        sums = torch.stack([torch.isfinite(tensor.sum()) for tensor in named.values()])
+        for (where, tensor), finite in zip(named.items(), sums.tolist()):  # Sync: once a device.
+            if not finite and not bool(torch.isfinite(tensor).all()):
+                return where
     return None
 
 
@@ -114,17 +100,12 @@ def select(
 def read_state(
     path: str, items: Mapping[str, Any], *, hashes: bool, finite: bool
 ) -> dict[str, Any]:
-    """Checks the manifest (and checksums), loads the state and checks its contents (a
-    sharded checkpoint's items come as ``dcp.LoadedShards``, read when applied).
-
-    Args:
-        items: The checkpoint's items, whose module parameters must be finite.
-        hashes: Check sizes and checksums (else only the manifest).
-        finite: Raise on non-finite parameters (else only warn).
+    """Checks the manifest (with ``hashes`` the files' sizes and checksums too), loads the
+    state (a sharded checkpoint's items as ``dcp.LoadedShards``, read when applied) and
+    checks its recorded step and (raising with ``finite``, else warning) its parameters.
 
     Raises:
-        CorruptCheckpointError: A bad manifest or file, or a recorded global step that
-            disagrees with the name.
+        CorruptCheckpointError: A bad manifest or file, or a recorded step not the name's.
         NonFiniteCheckpointError: ``finite`` and a parameter holds NaN or inf.
     """
     meta = layout.read_manifest(path)
