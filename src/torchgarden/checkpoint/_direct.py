@@ -208,8 +208,7 @@ def write_checkpoint(
     published = False
     try:
         files = {STATE_FILE: save_hashed(state, os.path.join(temp, STATE_FILE))}
-        meta = layout.manifest(number, files, config=config, extra=extra, version=version)
-        layout.publish(temp, final, meta)
+        layout.publish(temp, final, files, config=config, extra=extra, version=version)
         published = True
     finally:
         layout.release_temp_dir(temp, remove=not published)

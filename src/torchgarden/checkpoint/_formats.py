@@ -225,10 +225,8 @@ class Sharded(CheckpointFormat):
                 extra: Any) -> None:
         if layout.METADATA_FILE not in files:
             raise OSError(f"DCP wrote no {layout.METADATA_FILE}")
-        meta = layout.manifest(number, files, config=config, extra=extra,
-                               version=self._meta_version(), format=self.name,
-                               world_size=get_world_size())
-        layout.publish(temp, self._path(number), meta)
+        layout.publish(temp, self._path(number), files, config=config, extra=extra,
+                       version=self._meta_version(), format=self.name, world_size=get_world_size())
         self._on_written(self._path(number))
 
     def close(self) -> None:

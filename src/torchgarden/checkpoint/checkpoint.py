@@ -1,10 +1,5 @@
-"""``Checkpoint``: a named group of stateful objects saved and restored together.
-
-The PyTorch counterpart of ``tf.train.Checkpoint``: each item is an object with
-``state_dict()`` / ``load_state_dict(sd)`` (a module, an optimizer, a
-``GradScaler``, an EMA, a metric, any user object), a ``dict`` (restored in
-place), or a plain value wrapped in :class:`Value`.
-"""
+"""``Checkpoint``: a named group of stateful objects saved and restored together
+(the PyTorch counterpart of ``tf.train.Checkpoint``)."""
 
 from __future__ import annotations
 
@@ -25,9 +20,8 @@ _RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "snapsh
 class Value:
     """A plain value (an int, a tensor, a list...) made checkpointable.
 
-    Hold a reference to the ``Value`` and read ``.value`` after a restore.
-    A tensor value is restored in place (``copy_``), so other references to
-    it see the restored numbers too.
+    Hold a reference to the ``Value`` and read ``.value`` after a restore. A tensor value
+    is restored in place (``copy_``), so other references to it see the restored numbers.
 
     Example:
         >>> epoch = Value(0)
@@ -35,8 +29,8 @@ class Value:
         >>> epoch.value = 3  # saved with the next checkpoint
 
     Args:
-        value: The initial value. Must be something ``torch.load(weights_only=True)``
-            can read back: tensors, numbers, strings, and lists / tuples / dicts of them.
+        value: The initial value: tensors, numbers, strings, and lists / tuples / dicts of
+            them (what ``torch.load(weights_only=True)`` reads back).
     """
 
     def __init__(self, value: Any) -> None:
@@ -96,14 +90,13 @@ def _wrap(name: str, item: Any) -> Any:
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
-    """A tensor's shape (or a saved tensor's ``torch.Size``); None for other values."""
+    """A tensor's shape (or a saved tensor's ``torch.Size``), else None."""
     if isinstance(value, torch.Tensor):
         return tuple(value.shape)
     return tuple(value) if isinstance(value, torch.Size) else None
 
 
 def _list_keys(keys: list[str], *, quote: bool = True) -> str:
-    """Joins the first few keys, noting how many more were left out."""
     shown = ", ".join(repr(k) if quote else k for k in keys[:_MAX_LISTED_KEYS])
     more = len(keys) - _MAX_LISTED_KEYS
     return shown + (f", ... and {more} more" if more > 0 else "")
@@ -113,9 +106,8 @@ def _key_problems(
     expected: Mapping[str, Any], found: Mapping[str, Any], *, missing: bool = True,
     unexpected: bool = False,
 ) -> list[str]:
-    """Names the keys of ``expected`` that ``found`` lacks (with ``missing``), the keys of
-    ``found`` not expected (with ``unexpected``) and the expected tensors ``found`` holds
-    in another shape (or not as a tensor)."""
+    """Names the keys of ``expected`` that ``found`` lacks (with ``missing``), those of
+    ``found`` not expected (with ``unexpected``) and the tensors of another shape."""
     absent = [k for k in expected if k not in found] if missing else []
     extra = [k for k in found if k not in expected] if unexpected else []
     shapes = [(k, _shape(found[k]), _shape(v)) for k, v in expected.items() if k in found]
@@ -134,9 +126,10 @@ def _key_problems(
 class Checkpoint:
     """A named group of stateful objects saved and restored together.
 
-    Items are passed by keyword. An item with ``state_dict()`` and
-    ``load_state_dict(sd)`` is used as is; a ``dict`` is restored in place; any
-    other value is wrapped in :class:`Value` and read back as ``ckpt.<name>``.
+    Items are passed by keyword. An item with ``state_dict()`` and ``load_state_dict(sd)``
+    (a module, an optimizer, an EMA, a metric, any user object) is used as is; a ``dict``
+    is restored in place; any other value is wrapped in :class:`Value` and read back as
+    ``ckpt.<name>``.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer, step=0)
@@ -215,20 +208,18 @@ class Checkpoint:
     def load_state_dict(self, state_dict: Mapping[str, Any], *, strict: bool = True) -> None:
         """Restores every item from ``state_dict``.
 
-        Every item is checked before any is changed, so a mismatch leaves the
-        objects untouched.
+        Every item is checked before any is changed, so a mismatch leaves them untouched.
 
         Args:
             state_dict: ``{name: item_state}``, as returned by :meth:`state_dict`.
             strict: When True (the default), an item missing from ``state_dict`` and
-                missing or unexpected module keys are errors. When False they are
-                skipped. Items in ``state_dict`` that this Checkpoint does not track
-                are always ignored (partial restore). Mis-shaped tensors are always
-                errors.
+                missing or unexpected module keys are errors; when False they are skipped.
+                Items this Checkpoint does not track are always ignored (partial restore);
+                mis-shaped tensors are always errors.
 
         Raises:
-            CheckpointMismatchError: Items or module keys do not match; the
-                message lists missing, unexpected and mis-shaped keys.
+            CheckpointMismatchError: Items or module keys do not match; the message lists
+                missing, unexpected and mis-shaped keys.
         """
         self._check_fits(state_dict, strict)
         for name, item in self._items.items():

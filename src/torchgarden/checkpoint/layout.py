@@ -228,24 +228,6 @@ def package_version() -> str:
         return "unknown"
 
 
-def manifest(
-    number: int, files: dict[str, Any], *, config: Any, extra: Any, version: str,
-    **fields: Any,
-) -> dict[str, Any]:
-    """The meta.json of checkpoint ``number`` (``fields``: a sharded one's ``format`` and
-    ``world_size``)."""
-    return {
-        "format_version": FORMAT_VERSION,
-        **fields,
-        "step": number,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "files": files,
-        "config": config,
-        "torchgarden": version,
-        "extra": extra,
-    }
-
-
 def new_temp_dir(final: str) -> str:
     """Creates the hidden temp directory where ``final`` is assembled, left alone by
     :func:`clean_stale_temp_dirs` until :func:`release_temp_dir`."""
@@ -264,8 +246,20 @@ def release_temp_dir(temp: str, *, remove: bool) -> None:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def publish(temp: str, final: str, meta: dict[str, Any]) -> None:
-    """Writes meta.json last into the complete ``temp`` and renames it to ``final``."""
+def publish(temp: str, final: str, files: dict[str, Any], *, config: Any, extra: Any,
+            version: str, **fields: Any) -> None:
+    """Writes meta.json last into the complete ``temp`` (``fields``: a sharded checkpoint's
+    ``format`` and ``world_size``) and renames it to ``final``."""
+    meta = {
+        "format_version": FORMAT_VERSION,
+        **fields,
+        "step": checkpoint_number(final),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "files": files,
+        "config": config,
+        "torchgarden": version,
+        "extra": extra,
+    }
     with open(os.path.join(temp, META_FILE), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2, default=str)
         f.write("\n")

@@ -1,9 +1,5 @@
-"""``load_model_weights``: initialise a model (or some of its modules) from a checkpoint.
-
-Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``: only model weights are
-read, optionally restricted to module-name prefixes (``["backbone"]``), and every
-requested weight must be present with the same shape.
-"""
+"""``load_model_weights``: initialise a model (or some of its modules) from a checkpoint
+(Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``)."""
 
 from __future__ import annotations
 
@@ -81,6 +77,8 @@ def load_model_weights(
     item: str = "model", checkpoint_name: str = "ckpt", verify: bool = True,
 ) -> str:
     """Loads model weights from a checkpoint into ``model``, all or by module prefix.
+
+    Every requested weight must be in the checkpoint, with the model's shape.
 
     Example:
         >>> load_model_weights(model, "/runs/pretrain", prefixes=["backbone"])
