@@ -26,9 +26,9 @@ if TYPE_CHECKING:
         NonFiniteCheckpointError,
         UnsafeCheckpointError,
     )
-    from torchgarden.checkpoint.iterator import checkpoints_iterator
     from torchgarden.checkpoint.layout import checkpoint_number, latest_checkpoint, read_meta
     from torchgarden.checkpoint.manager import CheckpointManager
+    from torchgarden.checkpoint.selection import checkpoints_iterator
     from torchgarden.checkpoint.weights import load_model_weights
 
 __getattr__, __all__ = lazy_names(__name__, __file__)

@@ -19,8 +19,8 @@ import torch.distributed.checkpoint as tdcp
 from torchgarden.checkpoint import _direct, dcp, layout, selection
 from torchgarden.checkpoint._host import HostStaging, to_host
 from torchgarden.checkpoint.checkpoint import Checkpoint
-from torchgarden.checkpoint.errors import CheckpointWriteError
-from torchgarden.distribute.collectives import get_rank, get_world_size
+from torchgarden.checkpoint.errors import CheckpointWriteError, NonFiniteCheckpointError
+from torchgarden.distribute.collectives import all_gather_object, get_rank, get_world_size
 
 __all__ = ["CheckpointFormat", "Sharded", "SingleFile", "format_class"]
 
@@ -68,8 +68,17 @@ class CheckpointFormat:
 
     def _check(self, number: int, checkpoint: Checkpoint, state: Any, collective: bool = False
                ) -> None:
-        selection.refuse_nonfinite(checkpoint.items, state, f"{self._name}-{number}",
-                                   self._resume_from, collective=collective)
+        """Refuses a state with a NaN or inf model parameter (with ``collective``, every
+        rank checks its shards and all raise alike)."""
+        where = selection.nonfinite_parameter(checkpoint.items, state)
+        if collective:
+            where = next((found for found in all_gather_object(where) if found), None)
+        if where is not None:
+            latest = self._resume_from()
+            raise NonFiniteCheckpointError(
+                f"not saving {self._name}-{number}: {where} is NaN or inf, so training diverged "
+                f"by then; the last finite checkpoint "
+                f"{os.path.basename(latest) if latest else '(none)'} is intact.")
 
     def _meta_version(self) -> str:  # Looked up (slowly) only when a checkpoint is written.
         return layout.package_version() if self._version is None else self._version

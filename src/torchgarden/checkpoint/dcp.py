@@ -98,15 +98,6 @@ def _host_state(path: str, metadata: Metadata) -> dict[str, Any]:
     return _direct.load_dict(io.BytesIO(blob), f"{path!r} ({HOST_KEY})")
 
 
-def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool) -> None:
-    flat, _ = flatten_state_dict(dict(template))
-    saved = {key: entry.size if isinstance(entry, TensorStorageMetadata) else None
-             for key, entry in metadata.state_dict_metadata.items()}
-    problems = _key_problems(flat, saved, missing=strict)
-    if problems:
-        raise CheckpointMismatchError("; ".join(problems))
-
-
 def index_layout(state: Any) -> Any:
     """Turns an optimizer state keyed by parameter name (``get_optimizer_state_dict``) into
     torch's layout, keyed by position in the param groups (also a wrapper's ``"optimizer"``
@@ -165,15 +156,17 @@ class LoadedShards:
             item.load_state_dict(index_layout(_load_full(self.path, {self.name})[self.name]))
             return
         template = {self.name: shards}
-        try:
-            _check_fits(template, self.metadata, strict=strict)
-        except CheckpointMismatchError as e:
-            message = f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: {e}"
+        saved = {key: entry.size if isinstance(entry, TensorStorageMetadata) else None
+                 for key, entry in self.metadata.state_dict_metadata.items()}
+        problems = _key_problems(flatten_state_dict(template)[0], saved, missing=strict)
+        if problems:
+            message = (f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: "
+                       f"{'; '.join(problems)}")
             keep_fresh = getattr(item, "sharded_mismatch", None)
             if callable(keep_fresh):  # The item may start afresh instead (another optimizer).
                 keep_fresh(message)
                 return
-            raise CheckpointMismatchError(message) from None
+            raise CheckpointMismatchError(message)
         # Every rank passes the same keys; DTensor entries receive this rank's shard of the
         # saved tensor, resharded from however many ranks wrote it.
         alone = get_world_size() == 1

@@ -31,10 +31,10 @@ class CheckpointManager:
     saves always. Once a checkpoint is durable, the oldest beyond ``max_to_keep`` are
     deleted (a reader sees all of one or nothing).
 
-    Under ``torch.distributed`` rank 0 alone writes a ``"single"`` checkpoint (``save``
-    returns None elsewhere) unless an item's ``state_dict()`` is a collective
-    (``collective_state_dict = True``); then, and always with ``"dcp"``, every rank calls
-    ``save`` together and rank 0 decides whether it is due. Every rank restores.
+    Under ``torch.distributed`` every rank calls ``save`` and rank 0 decides whether it is
+    due; rank 0 alone writes a ``"single"`` checkpoint (after every rank took the state when
+    an item's ``state_dict()`` is a collective), every rank its shards of a ``"dcp"`` one.
+    ``save`` returns the path on rank 0, None elsewhere. Every rank restores.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
@@ -46,20 +46,18 @@ class CheckpointManager:
         checkpoint: The objects to save and restore.
         directory: Where checkpoints live (created on first save).
         max_to_keep: How many checkpoints to keep; -1 (or None) keeps all. Defaults to 5.
-        checkpoint_interval: The least number of steps between saves under
-            interval checking; None disables interval checking. Defaults to None.
+        checkpoint_interval: The least number of steps between interval-checked saves;
+            None saves always. Defaults to None.
         checkpoint_name: The directory-name prefix. Defaults to ``"ckpt"``.
-        init_fn: Called by :meth:`restore_or_initialize` when there is nothing to
-            restore. Defaults to None.
-        enable_async: Write in a background thread; ``save`` only copies the state
-            to host memory. Defaults to False.
-        version: The torchgarden version recorded in meta.json. Defaults to the
-            installed one.
+        init_fn: Called by :meth:`restore_or_initialize` when there is nothing to restore.
+        enable_async: Write on a background thread; ``save`` only copies the state to host
+            memory. Defaults to False.
+        version: The torchgarden version in meta.json. Defaults to the installed one.
         config: The resolved experiment config recorded in every meta.json unless
-            ``save(config=...)`` gives another. Defaults to None.
-        checkpoint_format: ``"single"`` (one ``state.pt`` written by rank 0) or ``"dcp"``
-            (each rank writes its shards with ``torch.distributed.checkpoint``); both are
-            read whatever this says. Defaults to ``"single"``.
+            ``save(config=...)`` gives another.
+        checkpoint_format: ``"single"`` (one ``state.pt``) or ``"dcp"`` (each rank's shards,
+            ``torch.distributed.checkpoint``); both are read whatever this says. Defaults
+            to ``"single"``.
 
     Raises:
         ValueError: An argument is out of range or ``checkpoint_format`` is unknown.
@@ -156,13 +154,12 @@ class CheckpointManager:
         """Saves a checkpoint numbered ``checkpoint_number`` unless the save rules skip it.
 
         With ``enable_async`` this waits for the previous save, copies the state to host
-        memory, starts the write in a background thread, and returns.
+        memory, starts the write on a background thread, and returns.
 
         Args:
             checkpoint_number: The number (the global step) in the directory name.
             check_interval: Apply interval gating. Defaults to True.
-            config: The resolved experiment config, recorded in meta.json.
-                Defaults to None (the constructor's ``config``).
+            config: The config recorded in meta.json. Defaults to the constructor's.
             extra: Any JSON-serialisable dict recorded in meta.json. Defaults to None.
 
         Returns:
@@ -277,9 +274,9 @@ class CheckpointManager:
     def prepare_restore(self, *, verify: bool = True) -> tuple[str, dict[str, Any]] | None:
         """Finds, verifies and reads (once) what :meth:`restore` with no path loads next.
 
-        Returns ``(path, meta)``, or None when there is no checkpoint, so a caller can
-        check the recorded config first; the next ``restore()`` applies the state read.
-        Raises the errors of :meth:`restore` about files.
+        Returns ``(path, meta)``, or None without a checkpoint, so a caller can check the
+        recorded config first; the next ``restore()`` applies the state read. Raises the
+        errors of :meth:`restore` about files.
         """
         self.sync()
         self._prepared = self._select(verify)

@@ -1,26 +1,33 @@
-"""Which checkpoints may be resumed from: decided by verified content, never by name alone.
+"""Which checkpoints are read: a restore's resume point, an evaluator's next checkpoint.
 
 ``<name>-<N>`` is a resume point only if it verifies (``layout.verify``), its state records
 global step ``N`` too, and the model's parameters are finite: a checkpoint written after a
 blow-up is not resumed. (A sharded checkpoint's tensors are read only when applied, so
-:func:`refuse_nonfinite` checks them before either format is written.)
+they are checked before either format is written.) :func:`checkpoints_iterator` follows
+a directory as a trainer writes it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
 from torchgarden.checkpoint import _direct, dcp, layout
-from torchgarden.checkpoint.errors import CorruptCheckpointError, NonFiniteCheckpointError
-from torchgarden.distribute.collectives import all_gather_object
+from torchgarden.checkpoint.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    NonFiniteCheckpointError,
+)
 
-__all__ = ["nonfinite_parameter", "read_state", "recorded_step", "refuse_nonfinite", "select"]
+__all__ = [
+    "checkpoints_iterator", "nonfinite_parameter", "read_state", "recorded_step", "select",
+]
 
 logger = logging.getLogger("torchgarden")
 
@@ -127,18 +134,66 @@ def read_state(
     return state
 
 
-def refuse_nonfinite(
-    items: Mapping[str, Any], state: Mapping[str, Any], name: str,
-    latest: Callable[[], str | None], *, collective: bool = False,
-) -> None:
-    """Raises ``NonFiniteCheckpointError`` (naming the parameter and the last finite
-    checkpoint) before a state with non-finite model parameters is saved as ``name``. With
-    ``collective`` (every rank calls it with its own shards) every rank raises alike."""
-    where = nonfinite_parameter(items, state)
-    if collective:
-        where = next((found for found in all_gather_object(where) if found), None)
-    if where is not None:
-        last = latest()
-        raise NonFiniteCheckpointError(
-            f"not saving {name}: {where} is NaN or inf, so training diverged by then; the last "
-            f"finite checkpoint {os.path.basename(last) if last else '(none)'} is intact.")
+def _is_complete(path: str) -> bool:
+    try:
+        return layout.problem(path) is None
+    except CheckpointError:  # Written by a newer torchgarden.
+        return False
+
+
+def _wait_for_new(
+    directory: str, name: str, last_number: int, deadline: float | None, poll_interval: float
+) -> tuple[int, str] | None:
+    while True:
+        found = layout.list_checkpoints(directory, name)
+        if found and found[-1][0] > last_number and _is_complete(found[-1][1]):
+            return found[-1]
+        if deadline is not None and time.monotonic() + poll_interval > deadline:
+            return None
+        time.sleep(poll_interval)
+
+
+def checkpoints_iterator(
+    directory: str | os.PathLike[str], *, timeout: float | None = None,
+    timeout_fn: Callable[[], bool] | None = None, min_interval_secs: float = 0,
+    poll_interval: float = 1.0, checkpoint_name: str = "ckpt",
+) -> Iterator[str]:
+    """Yields the path of each new complete checkpoint as it appears (``tf.train`` semantics).
+
+    Only the newest checkpoint is yielded each time, so a slow consumer skips
+    intermediate ones; a checkpoint is yielded once its directory has been
+    renamed into place and its files have the sizes meta.json records, so a
+    half-written checkpoint is never yielded.
+
+    Args:
+        directory: The checkpoint directory to follow.
+        timeout: Seconds to wait for a new checkpoint before calling ``timeout_fn``;
+            None waits forever. Defaults to None.
+        timeout_fn: Called on timeout; returning True stops the iterator, False
+            keeps waiting. Without it, a timeout stops the iterator. Defaults to None.
+        min_interval_secs: The least seconds between two yields. Defaults to 0.
+        poll_interval: Seconds between directory scans. Defaults to 1.0.
+        checkpoint_name: The checkpoint name prefix. Defaults to ``"ckpt"``.
+
+    Yields:
+        Checkpoint directory paths, in increasing number.
+    """
+    directory = os.fspath(directory)
+    last_number = -1
+    while True:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        found = _wait_for_new(directory, checkpoint_name, last_number, deadline, poll_interval)
+        if found is None:
+            if timeout_fn is not None and not timeout_fn():
+                continue
+            # The writer may have saved its last checkpoint just after the scan above and
+            # then signalled the end: one more scan, so it is never missed.
+            found = _wait_for_new(directory, checkpoint_name, last_number, 0.0, 0.0)
+            if found is None:
+                return
+        started = time.monotonic()
+        last_number = found[0]
+        yield found[1]
+        remaining = started + min_interval_secs - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
