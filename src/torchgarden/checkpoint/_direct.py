@@ -12,8 +12,8 @@ import errno
 import mmap
 import os
 import pickle
+import queue
 import re
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -33,24 +33,21 @@ _ALIGN = 4096
 _WRITEBACK = 64 << 20  # Buffered writes: start the disk writing after this many new bytes.
 
 # Blocks kept between saves: a fresh 16 MiB mapping page-faults in on first use.
-_FREE_BLOCKS: list[mmap.mmap] = []
-_FREE_LOCK = threading.Lock()
-_KEEP_BLOCKS = 4
+_FREE_BLOCKS: queue.LifoQueue[mmap.mmap] = queue.LifoQueue(maxsize=4)
 
 
 def _take_block() -> mmap.mmap:
-    with _FREE_LOCK:
-        if _FREE_BLOCKS:
-            return _FREE_BLOCKS.pop()
-    return mmap.mmap(-1, BLOCK)  # Anonymous mappings are page-aligned, as O_DIRECT needs.
+    try:
+        return _FREE_BLOCKS.get_nowait()
+    except queue.Empty:
+        return mmap.mmap(-1, BLOCK)  # Anonymous mappings are page-aligned, as O_DIRECT needs.
 
 
 def _give_back(block: mmap.mmap) -> None:
-    with _FREE_LOCK:
-        if len(_FREE_BLOCKS) < _KEEP_BLOCKS:
-            _FREE_BLOCKS.append(block)
-            return
-    block.close()
+    try:
+        _FREE_BLOCKS.put_nowait(block)
+    except queue.Full:
+        block.close()
 
 
 def _write_all(fd: int, view: memoryview) -> None:
@@ -106,8 +103,8 @@ class DirectFile(_HashedFile):
                 self._submit(BLOCK)
         return len(view)
 
-    def flush(self) -> None:
-        """Nothing to do: full blocks are written as they fill; :meth:`close` writes the rest."""
+    def flush(self) -> None:  # Full blocks are written as they fill, the rest by close().
+        pass
 
     def close(self) -> None:
         try:
@@ -232,13 +229,12 @@ def safe_load(source: Any, where: str) -> Any:
 
 
 def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> dict[str, Any]:
-    """Loads ``state.pt`` with ``torch.load(map_location="cpu", weights_only=True)``.
+    """Loads the ``state.pt`` of checkpoint directory ``path`` with ``torch.load(
+    map_location="cpu", weights_only=True)``.
 
     Args:
-        path: The checkpoint directory.
         verify_files: Also check every file's size and checksum, on a second thread while
-            ``torch.load`` reads (both read the same pages, and hashing and file reads
-            release the GIL); the state is returned only if every file matches.
+            ``torch.load`` reads the same pages; the state is returned only if all match.
 
     Raises:
         UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
@@ -270,18 +266,18 @@ def _read_ahead(file_path: str) -> None:
             os.close(fd)
 
 
-def load_dict(source: Any, where: str) -> dict[str, Any]:
-    """:func:`safe_load` of a dict of item states; raises ``CorruptCheckpointError`` for
-    anything else or an unreadable ``source``."""
+def load_dict(source: Any, where: str, fix: str = "") -> dict[str, Any]:
+    """:func:`safe_load` of a dict of item states; raises ``CorruptCheckpointError`` (its
+    message ending in ``fix``) for an unreadable ``source`` or another value."""
     try:
         state = safe_load(source, where)
     except UnsafeCheckpointError:
         raise
     except Exception as e:
         first_line = str(e).splitlines()[0] if str(e) else ""
-        raise CorruptCheckpointError(
-            f"{where} is unreadable: {type(e).__name__}: {first_line}") from e
+        raise CorruptCheckpointError(f"{where} is not a readable torch checkpoint "
+                                     f"({type(e).__name__}: {first_line}){fix}") from e
     if not isinstance(state, dict):
         raise CorruptCheckpointError(
-            f"{where} holds a {type(state).__name__}, expected a dict of item states.")
+            f"{where} holds a {type(state).__name__}, expected a dict of item states{fix}.")
     return state

@@ -56,13 +56,8 @@ class HostStaging:
         """Does the queued CPU copies in 16 MiB pieces on up to 4 threads (``copy_``
         releases the GIL)."""
         queued, self._queued = self._queued, []
-        if len(queued) <= 1:
-            for target, source in queued:
-                target.copy_(source)
-            return
         if self._pool is None:
-            workers = max(1, min(4, os.cpu_count() or 1))
-            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="ckpt-stage")
+            self._pool = ThreadPoolExecutor(min(4, os.cpu_count() or 1), "ckpt-stage")
         for done in [self._pool.submit(target.copy_, source) for target, source in queued]:
             done.result()
 

@@ -113,14 +113,10 @@ def _key_problems(
     shapes = [(k, _shape(found[k]), _shape(v)) for k, v in expected.items() if k in found]
     misshaped = [f"'{k}': checkpoint {saved} vs model {here}" for k, saved, here in shapes
                  if here is not None and saved != here]
-    problems = []
-    if absent:
-        problems.append(f"missing keys ({len(absent)}): {_list_keys(absent)}")
-    if extra:
-        problems.append(f"unexpected keys ({len(extra)}): {_list_keys(extra)}")
-    if misshaped:
-        problems.append(f"mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}")
-    return problems
+    kinds = [("missing", absent, True), ("unexpected", extra, True),
+             ("mis-shaped", misshaped, False)]
+    return [f"{kind} keys ({len(keys)}): {_list_keys(keys, quote=quote)}"
+            for kind, keys, quote in kinds if keys]
 
 
 class Checkpoint:

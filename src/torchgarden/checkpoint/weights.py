@@ -11,11 +11,7 @@ import torch
 
 from torchgarden.checkpoint import _direct, dcp, layout
 from torchgarden.checkpoint.checkpoint import _key_problems
-from torchgarden.checkpoint.errors import (
-    CheckpointMismatchError,
-    CorruptCheckpointError,
-    UnsafeCheckpointError,
-)
+from torchgarden.checkpoint.errors import CheckpointMismatchError
 from torchgarden.distribute.sharding import shard_like
 
 __all__ = ["load_model_weights"]
@@ -39,16 +35,8 @@ def _resolve(path: str, checkpoint_name: str) -> str:
 
 def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
     if not os.path.isdir(resolved):
-        where = f"init checkpoint {resolved!r}"
-        try:
-            state = _direct.safe_load(resolved, where)
-        except UnsafeCheckpointError:
-            raise
-        except Exception as e:
-            raise CorruptCheckpointError(
-                f"{where} is not a readable torch checkpoint ({e}); point "
-                f"task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"
-            ) from e
+        state = _direct.load_dict(resolved, f"init checkpoint {resolved!r}", fix=(
+            "; point task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"))
     elif (os.path.isfile(os.path.join(resolved, layout.META_FILE))
           and layout.is_sharded(layout.read_meta(resolved))):
         if verify:
@@ -56,12 +44,7 @@ def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
         state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
     else:
         state = _direct.load_state(resolved, verify_files=verify)
-    if isinstance(state, Mapping) and isinstance(state.get(item), Mapping):
-        state = state[item]
-    if not isinstance(state, Mapping):
-        raise CorruptCheckpointError(
-            f"init checkpoint {resolved!r} holds a {type(state).__name__}, expected a state dict.")
-    return state
+    return state[item] if isinstance(state.get(item), Mapping) else state
 
 
 def _strip_wrappers(state: Mapping[str, Any], expected: Mapping[str, Any]) -> Mapping[str, Any]:
