@@ -99,8 +99,11 @@ class DirectFile(_HashedFile):
             block[self._fill:self._fill + take] = view[position:position + take]
             self._fill += take
             position += take
-            if self._fill == BLOCK:
-                self._submit(BLOCK)
+            if self._fill == BLOCK:  # Written on the thread while the other block fills.
+                self._wait()
+                self._pending = self._pool.submit(_write_all, self._fd, memoryview(block))
+                self._current ^= 1
+                self._fill = 0
         return len(view)
 
     def flush(self) -> None:  # Full blocks are written as they fill, the rest by close().
@@ -132,13 +135,6 @@ class DirectFile(_HashedFile):
             for block in self._blocks:
                 _give_back(block)
             self._blocks = []
-
-    def _submit(self, length: int) -> None:
-        self._wait()
-        view = memoryview(self._blocks[self._current])[:length]
-        self._pending = self._pool.submit(_write_all, self._fd, view)
-        self._current ^= 1
-        self._fill = 0
 
     def _wait(self) -> None:
         pending, self._pending = self._pending, None
@@ -245,25 +241,19 @@ def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> d
     file_path = os.path.join(os.fspath(path), STATE_FILE)
     if not verify_files:
         return load_dict(file_path, repr(file_path))
-    _read_ahead(file_path)
+    if hasattr(os, "posix_fadvise"):  # Read into the page cache once for checksum and load.
+        with contextlib.suppress(OSError):  # Missing or unreadable: load and verify say so.
+            fd = os.open(file_path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            finally:
+                os.close(fd)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-verify") as pool:
         check = pool.submit(layout.verify, path, check_step=False)
         try:
             return load_dict(file_path, repr(file_path))
         finally:
             check.result()  # Raised first: a mismatch explains an unreadable file better.
-
-
-def _read_ahead(file_path: str) -> None:
-    """Starts reading the file into the page cache: one pass serves checksum and load."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    with contextlib.suppress(OSError):  # Missing or unreadable: torch.load and verify say so.
-        fd = os.open(file_path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-        finally:
-            os.close(fd)
 
 
 def load_dict(source: Any, where: str, fix: str = "") -> dict[str, Any]:

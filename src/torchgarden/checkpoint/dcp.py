@@ -187,16 +187,13 @@ def read_state(path: str, meta: Mapping[str, Any], *, hashes: bool) -> dict[str,
     states and :class:`LoadedShards`. With ``hashes`` every rank checks a share of the
     files; a damaged one raises ``CorruptCheckpointError`` on every rank."""
     if hashes:
-        share = (get_rank(), get_world_size())
-        problem = layout.file_problem(path, meta, share=share)
-        problems = [p for p in all_gather_object(problem) if p]
-        if problems:
-            raise CorruptCheckpointError(problems[0])
+        problem = layout.file_problem(path, meta, share=(get_rank(), get_world_size()))
+        problem = next((found for found in all_gather_object(problem) if found), None)
+        if problem is not None:
+            raise CorruptCheckpointError(problem)
     metadata = _read_metadata(path)
-    state: dict[str, Any] = _host_state(path, metadata)
-    for name in _saved_items(metadata):
-        state[name] = LoadedShards(path, name, metadata)
-    return state
+    shards = {name: LoadedShards(path, name, metadata) for name in _saved_items(metadata)}
+    return {**_host_state(path, metadata), **shards}
 
 
 def read_full_state(path: str | os.PathLike[str], items: Any = None) -> dict[str, Any]:

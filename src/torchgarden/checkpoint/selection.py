@@ -84,11 +84,9 @@ def select(
     Raises:
         CorruptCheckpointError: There are entries, but none is a resume point.
     """
-    tried = 0
-    for _, candidate in reversed(layout.entries(directory, name)):
-        if candidate in unusable:
-            continue
-        tried += 1
+    candidates = [path for _, path in reversed(layout.entries(directory, name))
+                  if path not in unusable]
+    for candidate in candidates:
         try:
             return candidate, read_state(candidate, items, hashes=hashes, finite=True)
         except CorruptCheckpointError as e:
@@ -96,9 +94,9 @@ def select(
         except NonFiniteCheckpointError as e:
             logger.warning("skipping checkpoint %s: %s", candidate, e)
         unusable.add(candidate)
-    if tried:
+    if candidates:
         raise CorruptCheckpointError(
-            f"all {tried} checkpoints in {directory!r} failed verification or hold non-finite "
+            f"all {len(candidates)} checkpoints in {directory!r} failed verification or hold non-finite "
             f"weights (each is named in a warning); move them aside to start over, or load "
             f"one anyway with CheckpointManager.restore(path).")
     return None
