@@ -1,8 +1,7 @@
 """How a checkpoint reaches the disk: one object per format, looked up once by its name.
 
 ``CheckpointManager`` applies the save rules, then hands the write to its format, which
-knows which ranks take part and how they write, inline or on a background thread.
-"""
+knows which ranks take part and how they write, inline or on a background thread."""
 
 from __future__ import annotations
 
@@ -27,6 +26,11 @@ __all__ = ["CheckpointFormat", "Sharded", "SingleFile", "format_class"]
 
 class CheckpointFormat:
     """Writes the numbered checkpoints of one manager in one format.
+
+    :meth:`every_rank_saves` says whether every rank takes part in a save (else rank 0
+    alone writes); :meth:`write` writes this rank's state and returns the path on rank 0,
+    None elsewhere, raising ``CheckpointWriteError`` (the checkpoints already there are
+    intact) or ``NonFiniteCheckpointError`` (nothing was written).
 
     Args:
         directory, checkpoint_name, enable_async, version: As for ``CheckpointManager``.
@@ -53,17 +57,9 @@ class CheckpointFormat:
         self._pending: Future[Any] | None = None
 
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
-        """Whether every rank takes part in a save (else rank 0 alone writes)."""
         raise NotImplementedError
 
     def write(self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any) -> str | None:
-        """Writes this rank's state of ``checkpoint`` as checkpoint ``number`` (on the ranks
-        :meth:`every_rank_saves` names); returns its path on rank 0, None elsewhere.
-
-        Raises:
-            CheckpointWriteError: The write failed; the checkpoints already there are intact.
-            NonFiniteCheckpointError: A model parameter is NaN or inf; nothing was written.
-        """
         raise NotImplementedError
 
     def _check(self, number: int, checkpoint: Checkpoint, state: Any, collective: bool = False
@@ -157,8 +153,7 @@ class SingleFile(CheckpointFormat):
             # torch.save reports a full disk as a RuntimeError of its zip writer.
             if isinstance(e, RuntimeError) and "inline_container" not in str(e):
                 raise
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else (
-                f"torch.save failed ({_reason(e)})")
+            reason = _reason(e) if isinstance(e, OSError) else f"torch.save failed ({_reason(e)})"
             with contextlib.suppress(OSError):
                 reason += f" ({shutil.disk_usage(self._directory).free / 2**20:.1f} MiB free there)"
             raise self._write_error(number, reason, "free space") from e
@@ -239,11 +234,8 @@ class Sharded(CheckpointFormat):
         self._on_written(self._path(number))
 
     def close(self) -> None:
-        """Waits for a pending write, stops the writer thread and releases the gloo group.
-
-        A gloo group's threads end only when its last reference goes: at the interpreter's
-        exit, that aborts the process (SIGABRT after a clean preemption).
-        """
+        # The gloo group goes too: its threads end only when its last reference goes, and at
+        # the interpreter's exit that aborts the process (SIGABRT after a clean preemption).
         try:
             super().close()
         finally:

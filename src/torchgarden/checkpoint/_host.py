@@ -41,8 +41,8 @@ class HostStaging:
             return tensor.to("cpu", copy=True)
         buffer = self._buffers.get(where)
         if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype:
-            pin = tensor.device.type == "cuda"
-            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=pin)
+            buffer = torch.empty(tensor.shape, dtype=tensor.dtype,
+                                 pin_memory=tensor.device.type == "cuda")
             self._buffers[where] = buffer
         if tensor.device.type != "cpu" or not tensor.is_contiguous():
             buffer.copy_(tensor, non_blocking=True)
@@ -108,7 +108,7 @@ def to_host(state: Any, *, copy: bool, staging: HostStaging | None = None) -> An
         staging.finish()
     if moved_from:
         # Sync point: device->host copies were issued non-blocking; wait for them once.
-        module = getattr(torch, moved_from[0], None)
-        if module is not None and hasattr(module, "synchronize"):
-            module.synchronize()
+        synchronize = getattr(getattr(torch, moved_from[0], None), "synchronize", None)
+        if synchronize is not None:
+            synchronize()
     return host

@@ -37,7 +37,6 @@ class Value:
         self.value = value
 
     def state_dict(self) -> dict[str, Any]:
-        """Returns ``{"value": value}``."""
         return {"value": self.value}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
@@ -148,13 +147,11 @@ class Checkpoint:
     def add(self, **items: Any) -> None:
         """Adds (or replaces) items by name, with the same rules as the constructor."""
         for name, item in items.items():
-            wrapped = _wrap(name, item)
-            self._items[name] = wrapped
+            wrapped = self._items[name] = _wrap(name, item)
+            self._plain.discard(name)
+            self._optional.discard(name)
             if isinstance(wrapped, Value) and wrapped is not item:
                 self._plain.add(name)
-            else:
-                self._plain.discard(name)
-            self._optional.discard(name)
 
     def add_optional(self, **items: Any) -> None:
         """Adds items that a checkpoint written before they existed may lack: restored

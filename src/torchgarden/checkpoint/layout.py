@@ -89,12 +89,8 @@ def list_checkpoints(directory: str, name: str) -> list[tuple[int, str]]:
 def latest_checkpoint(
     directory: str | os.PathLike[str], checkpoint_name: str = "ckpt"
 ) -> str | None:
-    """Returns the path of the highest-numbered complete checkpoint, or None.
-
-    Args:
-        directory: The checkpoint directory.
-        checkpoint_name: The checkpoint name prefix. Defaults to ``"ckpt"``.
-    """
+    """Returns the path of the highest-numbered complete ``<checkpoint_name>-<N>`` in
+    ``directory``, or None."""
     found = list_checkpoints(os.fspath(directory), checkpoint_name)
     return found[-1][1] if found else None
 

@@ -96,9 +96,9 @@ def select(
         unusable.add(candidate)
     if candidates:
         raise CorruptCheckpointError(
-            f"all {len(candidates)} checkpoints in {directory!r} failed verification or hold non-finite "
-            f"weights (each is named in a warning); move them aside to start over, or load "
-            f"one anyway with CheckpointManager.restore(path).")
+            f"all {len(candidates)} checkpoints in {directory!r} failed verification or hold "
+            f"non-finite weights (each is named in a warning); move them aside to start over, "
+            f"or load one anyway with CheckpointManager.restore(path).")
     return None
 
 
