@@ -220,8 +220,7 @@ def safe_load(source: Any, where: str) -> Any:
         raise UnsafeCheckpointError(
             f"{where} holds pickled Python objects that torch.load(weights_only=True) refuses "
             f"({reason}); load only checkpoints you trust, and keep state_dict() to tensors, "
-            f"numbers, strings, lists, tuples and dicts."
-        ) from e
+            f"numbers, strings, lists, tuples and dicts.") from e
 
 
 def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> dict[str, Any]:

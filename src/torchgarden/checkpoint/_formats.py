@@ -25,12 +25,11 @@ __all__ = ["CheckpointFormat", "Sharded", "SingleFile", "format_class"]
 
 
 class CheckpointFormat:
-    """Writes the numbered checkpoints of one manager in one format.
-
-    :meth:`every_rank_saves` says whether every rank takes part in a save (else rank 0
-    alone writes); :meth:`write` writes this rank's state and returns the path on rank 0,
-    None elsewhere, raising ``CheckpointWriteError`` (the checkpoints already there are
-    intact) or ``NonFiniteCheckpointError`` (nothing was written).
+    """Writes the numbered checkpoints of one manager in one format: whether every rank
+    takes part in a save (:meth:`every_rank_saves`, else rank 0 alone writes), and this
+    rank's write (:meth:`write`: the path on rank 0, None elsewhere; it raises
+    ``CheckpointWriteError`` with the checkpoints already there intact, or
+    ``NonFiniteCheckpointError`` with nothing written).
 
     Args:
         directory, checkpoint_name, enable_async, version: As for ``CheckpointManager``.
@@ -108,14 +107,12 @@ class CheckpointFormat:
         return CheckpointWriteError(
             f"could not write checkpoint {self._name}-{number} in {self._directory!r}: "
             f"{reason}; the checkpoints already there are intact: {fix}, then rerun to "
-            f"resume from {os.path.basename(latest) if latest else 'the start'}."
-        )
+            f"resume from {os.path.basename(latest) if latest else 'the start'}.")
 
 
 class SingleFile(CheckpointFormat):
-    """``"single"``: rank 0 writes one ``state.pt``. When an item's ``state_dict()`` is a
-    collective (``collective_state_dict = True``: the FSDP2 full-state items of
-    ``torchgarden.distribute``) every rank takes the state and rank 0 writes it."""
+    """``"single"``: rank 0 writes one ``state.pt``, after every rank took the state when an
+    item's ``state_dict()`` is a collective (``collective_state_dict = True``: FSDP2)."""
 
     name = layout.SINGLE
 
@@ -162,13 +159,10 @@ class SingleFile(CheckpointFormat):
 
 
 class Sharded(CheckpointFormat):
-    """``"dcp"``: every rank writes its shards with ``torch.distributed.checkpoint``.
-
-    Rank 0 makes the temp directory; each rank writes its shards there and hashes a share
-    of the files; rank 0 writes meta.json and renames. A rank killed before then leaves
-    only the temp directory. With ``enable_async`` the state is copied to host memory and
-    the rest runs on a background thread whose collectives use their own gloo group.
-    """
+    """``"dcp"``: every rank writes its shards with ``torch.distributed.checkpoint`` into
+    rank 0's temp directory and hashes a share of the files; rank 0 writes meta.json and
+    renames. With ``enable_async`` the state is copied to host memory and the rest runs on
+    a background thread whose collectives use their own gloo group."""
 
     name = layout.SHARDED
     _group: Any = None  # A gloo group for the publishing collectives, made at the first save.

@@ -70,9 +70,8 @@ def to_host(state: Any, *, copy: bool, staging: HostStaging | None = None) -> An
     Args:
         copy: Clone CPU tensors too, so training going on while a background thread
             writes does not change the saved copy.
-        staging: With ``copy``, copy into these reused buffers instead of new ones.
+        staging: Copy into these reused buffers instead of new ones (with ``copy``).
     """
-    staging = staging if copy else None
     moved_from: list[str] = []  # Device types.
 
     def visit(obj: Any, where: str) -> Any:

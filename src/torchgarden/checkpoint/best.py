@@ -212,8 +212,7 @@ class BestCheckpointExporter:
         if self._manager is None or self._manager.checkpoint is not checkpoint:
             self._manager = CheckpointManager(
                 checkpoint, self._export_dir, max_to_keep=1, checkpoint_name="best_ckpt",
-                checkpoint_format=self._format,
-            )
+                checkpoint_format=self._format)
         self._manager.save(step, check_interval=False, config=config, extra={"best_value": value})
         logs = _scalar_logs(eval_logs)
         logs[_STEP_KEY] = step

@@ -20,8 +20,7 @@ _RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "snapsh
 class Value:
     """A plain value (an int, a tensor, a list...) made checkpointable.
 
-    Hold a reference to the ``Value`` and read ``.value`` after a restore. A tensor value
-    is restored in place (``copy_``), so other references to it see the restored numbers.
+    Read ``.value`` after a restore; a tensor value is restored in place (``copy_``).
 
     Example:
         >>> epoch = Value(0)
@@ -231,8 +230,7 @@ class Checkpoint:
                 raise
             except (RuntimeError, ValueError, KeyError, TypeError) as e:
                 raise CheckpointMismatchError(
-                    f"restoring item '{name}' ({type(item).__name__}) failed: {e}"
-                ) from e
+                    f"restoring item '{name}' ({type(item).__name__}) failed: {e}") from e
 
     def _check_fits(self, state_dict: Mapping[str, Any], strict: bool) -> None:
         problems = []
@@ -244,8 +242,7 @@ class Checkpoint:
             skippable = True
             problems.append(
                 f"items missing from the checkpoint ({len(missing)}): {_list_keys(missing)}; "
-                f"checkpoint items: {sorted(state_dict)}"
-            )
+                f"checkpoint items: {sorted(state_dict)}")
         for name, item in self._items.items():
             saved = state_dict.get(name)
             if isinstance(item, torch.nn.Module) and isinstance(saved, Mapping):

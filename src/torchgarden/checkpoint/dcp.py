@@ -1,11 +1,10 @@
 """The sharded checkpoint format (``checkpoint_format="dcp"``): ``torch.distributed.checkpoint``.
 
-Every rank writes its own shards (``_formats.Sharded``). An item with
-``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the ``torchgarden.distribute``
-items of an FSDP2 model, optimizer and EMA) or an ``nn.Module`` is written by the ranks that
-hold its tensors; any other item is rank 0's state pickled into one ``_host`` entry.
-Loading reshards to any world size, or reads an item in full where it has no sharded state.
-The planners here unpickle non-tensor leaves with ``weights_only=True`` (DCP's own do not).
+An item with ``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the FSDP2 items
+of ``torchgarden.distribute``) or an ``nn.Module`` is written by the ranks that hold its
+tensors; any other item is rank 0's state pickled into one ``_host`` entry. Loading
+reshards to any world size, or reads an item in full where it has no sharded state. The
+planners here unpickle non-tensor leaves with ``weights_only=True`` (DCP's own do not).
 """
 
 from __future__ import annotations
@@ -70,14 +69,11 @@ def _read_metadata(path: str) -> Metadata:
     try:
         return dcp.FileSystemReader(path).read_metadata()
     except Exception as e:
-        raise CorruptCheckpointError(
-            f"{path!r}: its DCP index {layout.METADATA_FILE} is unreadable "
-            f"({type(e).__name__}: {e})."
-        ) from e
+        raise CorruptCheckpointError(f"{path!r}: its DCP index {layout.METADATA_FILE} is "
+                                     f"unreadable ({type(e).__name__}: {e}).") from e
 
 
-def _saved_items(metadata: Metadata) -> set[str]:
-    """The names of the items saved sharded."""
+def _saved_items(metadata: Metadata) -> set[str]:  # The items saved sharded.
     return {key.split(".", 1)[0] for key in metadata.state_dict_metadata} - {HOST_KEY}
 
 

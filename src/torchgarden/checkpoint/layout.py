@@ -108,8 +108,7 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
             meta = json.load(f)
     except FileNotFoundError:
         raise CorruptCheckpointError(
-            f"checkpoint {os.fspath(path)!r} is incomplete: {META_FILE} is missing."
-        ) from None
+            f"checkpoint {os.fspath(path)!r} is incomplete: {META_FILE} is missing.") from None
     except (OSError, ValueError) as e:
         raise CorruptCheckpointError(f"{meta_path!r} is unreadable: {e}.") from e
     if not isinstance(meta, dict) or not isinstance(meta.get("format_version"), int):

@@ -316,7 +316,6 @@ class CheckpointManager:
 def _check_arguments(
     max_to_keep: int | None, checkpoint_interval: int | None, checkpoint_name: str
 ) -> None:
-    """Raises ``ValueError`` naming the first bad ``CheckpointManager`` argument."""
     if max_to_keep is not None and (
             not isinstance(max_to_keep, int) or max_to_keep == 0 or max_to_keep < -1):
         raise ValueError(

@@ -158,10 +158,9 @@ def checkpoints_iterator(
 ) -> Iterator[str]:
     """Yields the path of each new complete checkpoint as it appears (``tf.train`` semantics).
 
-    Only the newest checkpoint is yielded each time, so a slow consumer skips
-    intermediate ones; a checkpoint is yielded once its directory has been
-    renamed into place and its files have the sizes meta.json records, so a
-    half-written checkpoint is never yielded.
+    Only the newest checkpoint is yielded each time, so a slow consumer skips intermediate
+    ones; a checkpoint is yielded once it is renamed into place and its files have the
+    sizes meta.json records, never half-written.
 
     Args:
         directory: The checkpoint directory to follow.

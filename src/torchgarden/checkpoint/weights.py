@@ -68,11 +68,11 @@ def load_model_weights(
 
     Args:
         model: The module to initialise.
-        path: A checkpoint directory (``ckpt-<N>``, either format: only the model's
-            tensors of a sharded one are read), a directory of checkpoints (the
-            newest is used), or a ``.pt`` file holding a state dict (or a dict whose
-            ``item`` entry is one). ``module.`` / ``_orig_mod.`` prefixes from DDP
-            or ``torch.compile`` are stripped when the model has none.
+        path: A checkpoint directory (``ckpt-<N>``, either format: only the model's tensors
+            of a sharded one are read), a directory of checkpoints (the newest is used), or
+            a ``.pt`` file holding a state dict (or a dict whose ``item`` entry is one).
+            ``module.`` / ``_orig_mod.`` prefixes from DDP or ``torch.compile`` are
+            stripped when the model has none.
         prefixes: Module-name prefixes to restore (``"backbone"`` matches
             ``backbone.*``). Defaults to ``()``: every weight.
         item: The checkpoint item holding the model weights. Defaults to ``"model"``.
