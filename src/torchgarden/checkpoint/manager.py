@@ -31,10 +31,10 @@ class CheckpointManager:
     saves always. Once a checkpoint is durable, the oldest beyond ``max_to_keep`` are
     deleted (a reader sees all of one or nothing).
 
-    Under ``torch.distributed`` every rank calls ``save`` and rank 0 decides whether it is
-    due; rank 0 alone writes a ``"single"`` checkpoint (after every rank took the state when
-    an item's ``state_dict()`` is a collective), every rank its shards of a ``"dcp"`` one.
-    ``save`` returns the path on rank 0, None elsewhere. Every rank restores.
+    Under ``torch.distributed`` rank 0 alone writes a ``"single"`` checkpoint (``save``
+    returns None elsewhere) unless an item's ``state_dict()`` is a collective
+    (``collective_state_dict = True``); then, and always with ``"dcp"``, every rank calls
+    ``save`` together and rank 0 decides whether it is due. Every rank restores.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer)
