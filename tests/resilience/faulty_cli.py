@@ -164,7 +164,7 @@ def _install_save_fault(target: int, phase: str) -> None:
     elif phase == "rmtree":
         from torchgarden.checkpoint import manager
 
-        real_retention = manager.CheckpointManager._apply_retention
+        real_retention = manager.CheckpointManager._on_written
 
         def apply_retention(self, keep):
             if _checkpoint_step(keep) == target:
@@ -180,7 +180,7 @@ def _install_save_fault(target: int, phase: str) -> None:
                     shutil.rmtree = shutil_rmtree
             return real_retention(self, keep)
 
-        manager.CheckpointManager._apply_retention = apply_retention
+        manager.CheckpointManager._on_written = apply_retention
     else:
         raise SystemExit(f"faulty_cli: unknown save phase {phase!r}")
 

@@ -30,8 +30,8 @@ from torchgarden.checkpoint import (
     CorruptCheckpointError,
     _direct,
     layout,
+    selection,
 )
-from torchgarden.checkpoint import iterator as iterator_module
 from torchgarden.core import GlobalStep
 from torchgarden.loop import Controller
 
@@ -174,7 +174,7 @@ def test_evaluate_continuously_never_reads_a_half_written_checkpoint(tmp_path, m
                             checkpoint_manager=reader, print_logs=False)
     thread = threading.Thread(target=train)
     thread.start()
-    real_iterator = iterator_module.checkpoints_iterator
+    real_iterator = selection.checkpoints_iterator
     monkeypatch.setattr(
         "torchgarden.checkpoint.checkpoints_iterator",
         lambda d, **kw: real_iterator(d, **{**kw, "poll_interval": 0.002}),

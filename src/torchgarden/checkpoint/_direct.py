@@ -1,21 +1,19 @@
 """The single-file format: ``state.pt`` written at the disk's speed, hashed on the way
-(XXH3-128, no second read), and read back with ``torch.load(weights_only=True)``.
+(no second read), and read back with ``torch.load(weights_only=True)``.
 
 Buffered writes of a few hundred MB and an ``fsync`` ran at a third of the disk's speed
-here (the page cache writes back in small pieces), so :class:`DirectFile` writes 16 MiB
-blocks with ``O_DIRECT`` on a background thread while the next one fills. Where the file
-system refuses ``O_DIRECT`` (tmpfs, some network file systems), :func:`save_hashed`
-falls back to buffered writes.
+here (the page cache writes back in small pieces), hence :class:`DirectFile`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
 import pickle
+import queue
 import re
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -26,37 +24,30 @@ from torchgarden.checkpoint import layout
 from torchgarden.checkpoint.errors import CorruptCheckpointError, UnsafeCheckpointError
 from torchgarden.checkpoint.layout import STATE_FILE
 
-__all__ = ["DirectFile", "load_state", "safe_load", "save_hashed", "write_checkpoint"]
+__all__ = [
+    "DirectFile", "load_dict", "load_state", "safe_load", "save_hashed", "write_checkpoint",
+]
 
 BLOCK = 16 << 20
 _ALIGN = 4096
 _WRITEBACK = 64 << 20  # Buffered writes: start the disk writing after this many new bytes.
 
-
-def direct_io_available() -> bool:
-    """True where the OS has ``O_DIRECT`` (Linux)."""
-    return hasattr(os, "O_DIRECT")
-
-
 # Blocks kept between saves: a fresh 16 MiB mapping page-faults in on first use.
-_FREE_BLOCKS: list[mmap.mmap] = []
-_FREE_LOCK = threading.Lock()
-_KEEP_BLOCKS = 4
+_FREE_BLOCKS: queue.LifoQueue[mmap.mmap] = queue.LifoQueue(maxsize=4)
 
 
 def _take_block() -> mmap.mmap:
-    with _FREE_LOCK:
-        if _FREE_BLOCKS:
-            return _FREE_BLOCKS.pop()
-    return mmap.mmap(-1, BLOCK)  # Anonymous mappings are page-aligned, as O_DIRECT needs.
+    try:
+        return _FREE_BLOCKS.get_nowait()
+    except queue.Empty:
+        return mmap.mmap(-1, BLOCK)  # Anonymous mappings are page-aligned, as O_DIRECT needs.
 
 
 def _give_back(block: mmap.mmap) -> None:
-    with _FREE_LOCK:
-        if len(_FREE_BLOCKS) < _KEEP_BLOCKS:
-            _FREE_BLOCKS.append(block)
-            return
-    block.close()
+    try:
+        _FREE_BLOCKS.put_nowait(block)
+    except queue.Full:
+        block.close()
 
 
 def _write_all(fd: int, view: memoryview) -> None:
@@ -64,18 +55,35 @@ def _write_all(fd: int, view: memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
-class DirectFile:
-    """``O_DIRECT`` writes of two alternating page-aligned 16 MiB blocks, with a digest; the
-    last block is padded to 4 KiB and the file truncated to its size.
+class _HashedFile:
+    """A file object for ``torch.save`` that hashes (XXH3-128) and counts what it writes;
+    :meth:`close` makes the file durable, :meth:`abort` releases it (a no-op after close)."""
+
+    def __init__(self, path: str) -> None:
+        self.name = path
+        self.size = 0
+        self._digest = xxhash.xxh3_128()
+
+    def _count(self, data: Any) -> memoryview:
+        view = memoryview(data).cast("B")
+        self._digest.update(view)
+        self.size += len(view)
+        return view
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+class DirectFile(_HashedFile):
+    """``O_DIRECT`` writes of two alternating page-aligned 16 MiB blocks, one written on a
+    thread while the next fills; the last block is padded to 4 KiB, the file truncated.
 
     Raises:
         OSError: The file system refuses ``O_DIRECT`` (``EINVAL``) or the open fails.
     """
 
     def __init__(self, path: str) -> None:
-        self.name = path
-        self.size = 0
-        self._digest = xxhash.xxh3_128()
+        super().__init__(path)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
         self._blocks = [_take_block(), _take_block()]
         self._current, self._fill = 0, 0
@@ -83,9 +91,7 @@ class DirectFile:
         self._pending: Future[None] | None = None
 
     def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        self._digest.update(view)
-        self.size += len(view)
+        view = self._count(data)
         position = 0
         while position < len(view):
             block = self._blocks[self._current]
@@ -93,18 +99,17 @@ class DirectFile:
             block[self._fill:self._fill + take] = view[position:position + take]
             self._fill += take
             position += take
-            if self._fill == BLOCK:
-                self._submit(BLOCK)
+            if self._fill == BLOCK:  # Written on the thread while the other block fills.
+                self._wait()
+                self._pending = self._pool.submit(_write_all, self._fd, memoryview(block))
+                self._current ^= 1
+                self._fill = 0
         return len(view)
 
-    def flush(self) -> None:
-        """Nothing to do: full blocks are written as they fill; :meth:`close` writes the rest."""
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
+    def flush(self) -> None:  # Full blocks are written as they fill, the rest by close().
+        pass
 
     def close(self) -> None:
-        """Writes the last block, fsyncs once and closes; re-raises a failed write."""
         try:
             self._wait()
             if self._fill:
@@ -118,7 +123,6 @@ class DirectFile:
             self.abort()
 
     def abort(self) -> None:
-        """Releases the descriptor, the thread and the blocks (after a failure too)."""
         if self._fd < 0:
             return
         try:
@@ -132,35 +136,24 @@ class DirectFile:
                 _give_back(block)
             self._blocks = []
 
-    def _submit(self, length: int) -> None:
-        self._wait()
-        view = memoryview(self._blocks[self._current])[:length]
-        self._pending = self._pool.submit(_write_all, self._fd, view)
-        self._current ^= 1
-        self._fill = 0
-
     def _wait(self) -> None:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
 
 
-class _HashingFile:
-    """A buffered file object for ``torch.save`` that hashes what it writes and, every
-    64 MiB, starts the writeback of the pages so far (``posix_fadvise(DONTNEED)`` does not
-    wait): the disk works while ``torch.save`` serialises the rest."""
+class _BufferedFile(_HashedFile):
+    """Buffered writes that start the writeback of the pages so far every 64 MiB
+    (``posix_fadvise(DONTNEED)`` does not wait): the disk works while ``torch.save``
+    serialises the rest."""
 
-    def __init__(self, file: Any) -> None:
-        self._file = file
-        self.name = file.name
-        self._digest = xxhash.xxh3_128()
-        self.size = 0
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._file = open(path, "wb", buffering=BLOCK)  # noqa: SIM115 (closed by close/abort)
         self._started = 0  # Bytes whose writeback has been started.
 
     def write(self, data: Any) -> int:
-        self._digest.update(data)
-        self.size += len(memoryview(data).cast("B"))
-        written = self._file.write(data)
+        written = self._file.write(self._count(data))
         if self.size - self._started >= _WRITEBACK and hasattr(os, "posix_fadvise"):
             self._file.flush()
             os.posix_fadvise(self._file.fileno(), self._started, self.size - self._started,
@@ -171,33 +164,30 @@ class _HashingFile:
     def flush(self) -> None:
         self._file.flush()
 
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
+    def close(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+    def abort(self) -> None:
+        self._file.close()
 
 
 def save_hashed(state: dict[str, Any], path: str) -> dict[str, Any]:
-    """``torch.save(state, path)`` hashed on the way and fsynced once; returns the file's
-    manifest entry (checksum and size)."""
-    if direct_io_available():
-        try:
-            direct = DirectFile(path)
-        except OSError as error:
-            if error.errno != errno.EINVAL:
-                raise
-        else:
-            try:
-                torch.save(state, direct)
-                direct.close()
-            except BaseException:
-                direct.abort()
-                raise
-            return layout.file_entry(direct.hexdigest(), direct.size)
-    with open(path, "wb", buffering=BLOCK) as f:
-        hashing = _HashingFile(f)
-        torch.save(state, hashing)
-        f.flush()
-        os.fsync(f.fileno())
-    return layout.file_entry(hashing.hexdigest(), hashing.size)
+    """``torch.save(state, path)`` hashed on the way and fsynced once (``O_DIRECT``, or
+    buffered where the file system refuses it); returns the file's manifest entry."""
+    try:
+        file: _HashedFile = DirectFile(path) if hasattr(os, "O_DIRECT") else _BufferedFile(path)
+    except OSError as error:
+        if error.errno != errno.EINVAL:
+            raise
+        file = _BufferedFile(path)
+    try:
+        torch.save(state, file)
+        file.close()
+    finally:
+        file.abort()
+    return layout.file_entry(file.hexdigest(), file.size)
 
 
 def write_checkpoint(
@@ -211,8 +201,7 @@ def write_checkpoint(
     published = False
     try:
         files = {STATE_FILE: save_hashed(state, os.path.join(temp, STATE_FILE))}
-        meta = layout.manifest(number, files, config=config, extra=extra, version=version)
-        layout.publish(temp, final, meta)
+        layout.publish(temp, final, files, config=config, extra=extra, version=version)
         published = True
     finally:
         layout.release_temp_dir(temp, remove=not published)
@@ -231,18 +220,16 @@ def safe_load(source: Any, where: str) -> Any:
         raise UnsafeCheckpointError(
             f"{where} holds pickled Python objects that torch.load(weights_only=True) refuses "
             f"({reason}); load only checkpoints you trust, and keep state_dict() to tensors, "
-            f"numbers, strings, lists, tuples and dicts."
-        ) from e
+            f"numbers, strings, lists, tuples and dicts.") from e
 
 
 def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> dict[str, Any]:
-    """Loads ``state.pt`` with ``torch.load(map_location="cpu", weights_only=True)``.
+    """Loads the ``state.pt`` of checkpoint directory ``path`` with ``torch.load(
+    map_location="cpu", weights_only=True)``.
 
     Args:
-        path: The checkpoint directory.
         verify_files: Also check every file's size and checksum, on a second thread while
-            ``torch.load`` reads (both read the same pages, and hashing and file reads
-            release the GIL); the state is returned only if every file matches.
+            ``torch.load`` reads the same pages; the state is returned only if all match.
 
     Raises:
         UnsafeCheckpointError: The file holds pickled objects weights_only refuses.
@@ -252,43 +239,34 @@ def load_state(path: str | os.PathLike[str], *, verify_files: bool = False) -> d
     """
     file_path = os.path.join(os.fspath(path), STATE_FILE)
     if not verify_files:
-        return _load_state(file_path)
-    _read_ahead(file_path)
+        return load_dict(file_path, repr(file_path))
+    if hasattr(os, "posix_fadvise"):  # Read into the page cache once for checksum and load.
+        with contextlib.suppress(OSError):  # Missing or unreadable: load and verify say so.
+            fd = os.open(file_path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            finally:
+                os.close(fd)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-verify") as pool:
         check = pool.submit(layout.verify, path, check_step=False)
         try:
-            state = _load_state(file_path)
-        except Exception:
-            check.result()  # A mismatch explains an unreadable file better: raise it first.
-            raise
-        check.result()
-    return state
+            return load_dict(file_path, repr(file_path))
+        finally:
+            check.result()  # Raised first: a mismatch explains an unreadable file better.
 
 
-def _read_ahead(file_path: str) -> None:
-    """Starts reading the file into the page cache: one pass serves checksum and load."""
-    if not hasattr(os, "posix_fadvise"):
-        return
+def load_dict(source: Any, where: str, fix: str = "") -> dict[str, Any]:
+    """:func:`safe_load` of a dict of item states; raises ``CorruptCheckpointError`` (its
+    message ending in ``fix``) for an unreadable ``source`` or another value."""
     try:
-        fd = os.open(file_path, os.O_RDONLY)
-    except OSError:
-        return  # Missing or unreadable: torch.load and verify say so.
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-    finally:
-        os.close(fd)
-
-
-def _load_state(file_path: str) -> dict[str, Any]:
-    try:
-        state = safe_load(file_path, repr(file_path))
+        state = safe_load(source, where)
     except UnsafeCheckpointError:
         raise
     except Exception as e:
         first_line = str(e).splitlines()[0] if str(e) else ""
-        raise CorruptCheckpointError(
-            f"{file_path!r} is unreadable: {type(e).__name__}: {first_line}") from e
+        raise CorruptCheckpointError(f"{where} is not a readable torch checkpoint "
+                                     f"({type(e).__name__}: {first_line}){fix}") from e
     if not isinstance(state, dict):
         raise CorruptCheckpointError(
-            f"{file_path!r} holds a {type(state).__name__}, expected a dict of item states.")
+            f"{where} holds a {type(state).__name__}, expected a dict of item states{fix}.")
     return state

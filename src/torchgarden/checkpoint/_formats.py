@@ -1,8 +1,7 @@
 """How a checkpoint reaches the disk: one object per format, looked up once by its name.
 
 ``CheckpointManager`` applies the save rules, then hands the write to its format, which
-knows which ranks take part and how they write, inline or on a background thread.
-"""
+knows which ranks take part and how they write, inline or on a background thread."""
 
 from __future__ import annotations
 
@@ -16,33 +15,31 @@ from typing import Any, ClassVar
 import torch.distributed as dist
 import torch.distributed.checkpoint as tdcp
 
-from torchgarden.checkpoint import _direct, dcp, layout
+from torchgarden.checkpoint import _direct, dcp, layout, selection
 from torchgarden.checkpoint._host import HostStaging, to_host
 from torchgarden.checkpoint.checkpoint import Checkpoint
-from torchgarden.checkpoint.errors import CheckpointWriteError
-from torchgarden.distribute.collectives import get_rank, get_world_size
+from torchgarden.checkpoint.errors import CheckpointWriteError, NonFiniteCheckpointError
+from torchgarden.distribute.collectives import all_gather_object, get_rank, get_world_size
 
 __all__ = ["CheckpointFormat", "Sharded", "SingleFile", "format_class"]
 
-#: ``check(state, collective=False)`` raises ``NonFiniteCheckpointError`` before ``state``
-#: is saved; with ``collective`` every rank calls it with its own shards and all raise alike.
-Check = Callable[..., None]
-
 
 class CheckpointFormat:
-    """Writes the numbered checkpoints of one manager in one format.
+    """Writes the numbered checkpoints of one manager in one format: whether every rank
+    takes part in a save (:meth:`every_rank_saves`, else rank 0 alone writes), and this
+    rank's write (:meth:`write`: the path on rank 0, None elsewhere; it raises
+    ``CheckpointWriteError`` with the checkpoints already there intact, or
+    ``NonFiniteCheckpointError`` with nothing written).
 
     Args:
         directory, checkpoint_name, enable_async, version: As for ``CheckpointManager``.
         on_written: Called with each checkpoint's path once it is durable (on the writing
             rank and thread), e.g. to apply retention.
-        resume_from: Returns the checkpoint a rerun would resume from, or None; named in
-            the message of a failed write.
+        resume_from: Returns the checkpoint a rerun would resume from, or None; named by
+            a failed or refused write.
     """
 
-    #: The ``checkpoint_format`` naming this format.
-    name: ClassVar[str]
-    _THREAD: ClassVar[str] = "ckpt-writer"
+    name: ClassVar[str]  # The ``checkpoint_format`` naming this format.
 
     def __init__(
         self, directory: str, checkpoint_name: str, *, on_written: Callable[[str], None],
@@ -59,21 +56,24 @@ class CheckpointFormat:
         self._pending: Future[Any] | None = None
 
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
-        """Whether every rank must call ``save`` together (else rank 0 alone calls it)."""
         raise NotImplementedError
 
-    def write(
-        self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
-    ) -> str | None:
-        """Takes this rank's state of ``checkpoint`` and writes it as checkpoint ``number``
-        (after :meth:`sync`, on the ranks :meth:`every_rank_saves` names); returns its path
-        (where it will appear) on rank 0, None elsewhere.
-
-        Raises:
-            CheckpointWriteError: The write failed; the checkpoints already there are intact.
-            NonFiniteCheckpointError: From ``check``; nothing was written.
-        """
+    def write(self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any) -> str | None:
         raise NotImplementedError
+
+    def _check(self, number: int, checkpoint: Checkpoint, state: Any, collective: bool = False
+               ) -> None:
+        """Refuses a state with a NaN or inf model parameter (with ``collective``, every
+        rank checks its shards and all raise alike)."""
+        where = selection.nonfinite_parameter(checkpoint.items, state)
+        if collective:
+            where = next((found for found in all_gather_object(where) if found), None)
+        if where is not None:
+            latest = self._resume_from()
+            raise NonFiniteCheckpointError(
+                f"not saving {self._name}-{number}: {where} is NaN or inf, so training diverged "
+                f"by then; the last finite checkpoint "
+                f"{os.path.basename(latest) if latest else '(none)'} is intact.")
 
     def _meta_version(self) -> str:  # Looked up (slowly) only when a checkpoint is written.
         return layout.package_version() if self._version is None else self._version
@@ -84,7 +84,7 @@ class CheckpointFormat:
     def _later(self, function: Callable[[], Any]) -> None:
         """Runs ``function`` on the writer thread; :meth:`sync` waits for it."""
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._THREAD)
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-writer")
         self._pending = self._executor.submit(function)
 
     def sync(self) -> None:
@@ -107,14 +107,12 @@ class CheckpointFormat:
         return CheckpointWriteError(
             f"could not write checkpoint {self._name}-{number} in {self._directory!r}: "
             f"{reason}; the checkpoints already there are intact: {fix}, then rerun to "
-            f"resume from {os.path.basename(latest) if latest else 'the start'}."
-        )
+            f"resume from {os.path.basename(latest) if latest else 'the start'}.")
 
 
 class SingleFile(CheckpointFormat):
-    """``"single"``: rank 0 writes one ``state.pt``. When an item's ``state_dict()`` is a
-    collective (``collective_state_dict = True``: the FSDP2 full-state items of
-    ``torchgarden.distribute``) every rank takes the state and rank 0 writes it."""
+    """``"single"``: rank 0 writes one ``state.pt``, after every rank took the state when an
+    item's ``state_dict()`` is a collective (``collective_state_dict = True``: FSDP2)."""
 
     name = layout.SINGLE
 
@@ -125,21 +123,19 @@ class SingleFile(CheckpointFormat):
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
         return any(getattr(item, "collective_state_dict", False) for item in items.values())
 
-    def write(
-        self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
-    ) -> str | None:
+    def write(self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any) -> str | None:
         state = checkpoint.state_dict()  # A collective for FSDP2 full-state items.
         if get_rank() != 0:
             return None
         if not self._enable_async:
-            check(state)
+            self._check(number, checkpoint, state)
             return self._write(number, to_host(state, copy=False), config, extra)
         # Training goes on while the copy is written: copy into host buffers reused from
         # save to save (the write that read them last has been waited for).
         host = to_host(state, copy=True, staging=self._staging)
 
         def checked_write() -> None:
-            check(host)
+            self._check(number, checkpoint, host)
             self._write(number, host, config, extra)
 
         self._later(checked_write)
@@ -154,8 +150,7 @@ class SingleFile(CheckpointFormat):
             # torch.save reports a full disk as a RuntimeError of its zip writer.
             if isinstance(e, RuntimeError) and "inline_container" not in str(e):
                 raise
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else (
-                f"torch.save failed ({_reason(e)})")
+            reason = _reason(e) if isinstance(e, OSError) else f"torch.save failed ({_reason(e)})"
             with contextlib.suppress(OSError):
                 reason += f" ({shutil.disk_usage(self._directory).free / 2**20:.1f} MiB free there)"
             raise self._write_error(number, reason, "free space") from e
@@ -164,43 +159,34 @@ class SingleFile(CheckpointFormat):
 
 
 class Sharded(CheckpointFormat):
-    """``"dcp"``: every rank writes its shards with ``torch.distributed.checkpoint``.
-
-    Rank 0 makes the temp directory; each rank writes its shards there and hashes a share
-    of the files; rank 0 writes meta.json and renames. A rank killed before then leaves
-    only the temp directory. With ``enable_async`` the state is copied to host memory and
-    the rest runs on a background thread whose collectives use their own gloo group.
-    """
+    """``"dcp"``: every rank writes its shards with ``torch.distributed.checkpoint`` into
+    rank 0's temp directory and hashes a share of the files; rank 0 writes meta.json and
+    renames. With ``enable_async`` the state is copied to host memory and the rest runs on
+    a background thread whose collectives use their own gloo group."""
 
     name = layout.SHARDED
-    _THREAD = "dcp-writer"
     _group: Any = None  # A gloo group for the publishing collectives, made at the first save.
 
     def every_rank_saves(self, items: Mapping[str, Any]) -> bool:
         return True
 
-    def write(
-        self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any, check: Check
-    ) -> str | None:
+    def write(self, number: int, checkpoint: Checkpoint, *, config: Any, extra: Any) -> str | None:
         state = dcp.save_state(checkpoint.items)
-        check(state, collective=True)
+        self._check(number, checkpoint, state, collective=True)
         if self._group is None and get_world_size() > 1:
             self._group = dist.new_group(backend="gloo")  # Collective: every rank saves.
         alone = self._group is None
         temp = layout.new_temp_dir(self._path(number)) if get_rank() == 0 else None
         temp = _gather(temp, self._group)[0]  # Rank 0's.
         writer = tdcp.FileSystemWriter(temp)
-        if self._enable_async:
-            future, failure = None, None
-            try:  # Copies the state to host memory; the write goes on in the background.
-                future = tdcp.async_save(state, storage_writer=writer,
-                                         process_group=self._group, no_dist=alone)
-            except Exception as e:
-                failure = e
+        if self._enable_async:  # Copies the state to host memory; the write goes on behind.
+            future, failure = _attempt(lambda: tdcp.async_save(
+                state, storage_writer=writer, process_group=self._group, no_dist=alone))
             self._later(lambda: self._publish(number, temp, failure, future, config, extra))
         else:
             with dcp.quiet_if(alone):
-                failure = _failure(lambda: tdcp.save(state, storage_writer=writer, no_dist=alone))
+                _, failure = _attempt(lambda: tdcp.save(state, storage_writer=writer,
+                                                        no_dist=alone))
             self._publish(number, temp, failure, None, config, extra)
         return self._path(number) if get_rank() == 0 else None
 
@@ -209,7 +195,7 @@ class Sharded(CheckpointFormat):
         """Waits for an async write, every rank hashes a share of the files, then rank 0
         writes meta.json and renames."""
         if failure is None and future is not None:
-            failure = _failure(future.result)
+            _, failure = _attempt(future.result)
         rank, world_size = get_rank(), get_world_size()
         files: dict[str, Any] = {}
         if failure is None:
@@ -226,7 +212,7 @@ class Sharded(CheckpointFormat):
             outcome = next((text for text, _ in reports if text), None)
             if outcome is None:
                 merged = {name: info for _, part in reports for name, info in part.items()}
-                error = _failure(lambda: self._rename(number, temp, merged, config, extra))
+                _, error = _attempt(lambda: self._rename(number, temp, merged, config, extra))
                 outcome = None if error is None else _reason(error)
             layout.release_temp_dir(temp, remove=outcome is not None)
         outcome = _gather(outcome, self._group)[0]
@@ -237,18 +223,13 @@ class Sharded(CheckpointFormat):
                 extra: Any) -> None:
         if layout.METADATA_FILE not in files:
             raise OSError(f"DCP wrote no {layout.METADATA_FILE}")
-        meta = layout.manifest(number, files, config=config, extra=extra,
-                               version=self._meta_version(), format=self.name,
-                               world_size=get_world_size())
-        layout.publish(temp, self._path(number), meta)
+        layout.publish(temp, self._path(number), files, config=config, extra=extra,
+                       version=self._meta_version(), format=self.name, world_size=get_world_size())
         self._on_written(self._path(number))
 
     def close(self) -> None:
-        """Waits for a pending write, stops the writer thread and releases the gloo group.
-
-        A gloo group's threads end only when its last reference goes: at the interpreter's
-        exit, that aborts the process (SIGABRT after a clean preemption).
-        """
+        # The gloo group goes too: its threads end only when its last reference goes, and at
+        # the interpreter's exit that aborts the process (SIGABRT after a clean preemption).
         try:
             super().close()
         finally:
@@ -278,13 +259,12 @@ def _gather(obj: Any, group: Any) -> list[Any]:
     return gathered
 
 
-def _failure(action: Callable[[], Any]) -> BaseException | None:
-    """Runs ``action``; returns its exception instead of raising (ranks must stay in step)."""
+def _attempt(action: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """``(result, None)`` of ``action``, or ``(None, its exception)``: ranks stay in step."""
     try:
-        action()
+        return action(), None
     except Exception as e:
-        return e
-    return None
+        return None, e
 
 
 def _reason(error: BaseException) -> str:

@@ -24,12 +24,9 @@ def _is_safe_global(cls: type) -> bool:
 
 class HostStaging:
     """Host buffers reused by every asynchronous save of one writer (the owner must not
-    stage a new state while a write still reads the previous one).
-
-    Copying into memory already mapped costs one memcpy; a fresh clone of a few hundred
-    MB also page-faults every page in, 4-5x slower here. CPU copies are queued and done by
-    :meth:`finish` in 16 MiB pieces on a few threads (``copy_`` releases the GIL).
-    """
+    stage a new state while a write still reads the previous one): a copy into memory
+    already mapped costs one memcpy; a fresh clone of a few hundred MB also page-faults
+    every page in, 4-5x slower here."""
 
     _PIECE = 4 << 20  # Elements (16 MiB of float32) per copy task.
 
@@ -39,14 +36,13 @@ class HostStaging:
         self._pool: ThreadPoolExecutor | None = None
 
     def copy(self, tensor: torch.Tensor, where: str) -> torch.Tensor:
-        """The buffer kept for ``where`` (its key path), to hold a copy of ``tensor``
-        once :meth:`finish` returns."""
+        """The buffer kept for ``where`` (a key path), holding ``tensor`` after :meth:`finish`."""
         if tensor.layout != torch.strided:
             return tensor.to("cpu", copy=True)
         buffer = self._buffers.get(where)
         if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype:
-            pin = tensor.device.type == "cuda"
-            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=pin)
+            buffer = torch.empty(tensor.shape, dtype=tensor.dtype,
+                                 pin_memory=tensor.device.type == "cuda")
             self._buffers[where] = buffer
         if tensor.device.type != "cpu" or not tensor.is_contiguous():
             buffer.copy_(tensor, non_blocking=True)
@@ -57,15 +53,11 @@ class HostStaging:
         return buffer
 
     def finish(self) -> None:
-        """Does the queued CPU copies (on up to 4 threads) and returns when all are done."""
+        """Does the queued CPU copies in 16 MiB pieces on up to 4 threads (``copy_``
+        releases the GIL)."""
         queued, self._queued = self._queued, []
-        if len(queued) <= 1:
-            for target, source in queued:
-                target.copy_(source)
-            return
         if self._pool is None:
-            workers = max(1, min(4, os.cpu_count() or 1))
-            self._pool = ThreadPoolExecutor(workers, thread_name_prefix="ckpt-stage")
+            self._pool = ThreadPoolExecutor(min(4, os.cpu_count() or 1), "ckpt-stage")
         for done in [self._pool.submit(target.copy_, source) for target, source in queued]:
             done.result()
 
@@ -78,48 +70,44 @@ def to_host(state: Any, *, copy: bool, staging: HostStaging | None = None) -> An
     Args:
         copy: Clone CPU tensors too, so training going on while a background thread
             writes does not change the saved copy.
-        staging: With ``copy``, copy into these reused buffers instead of new ones.
+        staging: Copy into these reused buffers instead of new ones (with ``copy``).
     """
-    staging = staging if copy else None
     moved_from: list[str] = []  # Device types.
-    host = _to_host(state, "state", copy, moved_from, staging)
+
+    def visit(obj: Any, where: str) -> Any:
+        if isinstance(obj, torch.Tensor):
+            tensor = obj.detach()
+            if tensor.device.type != "cpu":
+                moved_from.append(tensor.device.type)
+            if staging is not None:
+                return staging.copy(tensor, where)
+            if tensor.device.type != "cpu":
+                return tensor.to("cpu", non_blocking=True)
+            # A view is cloned too: torch.save would write its whole base storage.
+            if copy or (tensor.layout == torch.strided
+                        and tensor.untyped_storage().nbytes() > tensor.nbytes):
+                return tensor.clone()
+            return tensor
+        if type(obj) in (dict, collections.OrderedDict):
+            return type(obj)((k, visit(v, f"{where}[{k!r}]")) for k, v in obj.items())
+        if type(obj) in (list, tuple):
+            return type(obj)(visit(v, f"{where}[{i}]") for i, v in enumerate(obj))
+        if type(obj) is set:
+            return set(obj)
+        if type(obj) in _PRIMITIVES or _is_safe_global(type(obj)):
+            return obj
+        raise TypeError(
+            f"cannot checkpoint {where}: a {type(obj).__module__}.{type(obj).__qualname__}, "
+            f"which torch.load(weights_only=True) refuses; return tensors, numbers, strings, "
+            f"lists, tuples and dicts from state_dict() (numpy arrays: torch.from_numpy(x) or "
+            f"x.tolist()), or register the class with torch.serialization.add_safe_globals.")
+
+    host = visit(state, "state")
     if staging is not None:
         staging.finish()
     if moved_from:
         # Sync point: device->host copies were issued non-blocking; wait for them once.
-        module = getattr(torch, moved_from[0], None)
-        if module is not None and hasattr(module, "synchronize"):
-            module.synchronize()
+        synchronize = getattr(getattr(torch, moved_from[0], None), "synchronize", None)
+        if synchronize is not None:
+            synchronize()
     return host
-
-
-def _to_host(obj: Any, where: str, copy: bool, moved: list[str],
-             staging: HostStaging | None) -> Any:
-    if isinstance(obj, torch.Tensor):
-        tensor = obj.detach()
-        if tensor.device.type != "cpu":
-            moved.append(tensor.device.type)
-        if staging is not None:
-            return staging.copy(tensor, where)
-        if tensor.device.type != "cpu":
-            return tensor.to("cpu", non_blocking=True)
-        # A view is cloned too: torch.save would write its whole base storage.
-        if copy or (tensor.layout == torch.strided
-                    and tensor.untyped_storage().nbytes() > tensor.nbytes):
-            return tensor.clone()
-        return tensor
-    if type(obj) in (dict, collections.OrderedDict):
-        return type(obj)((k, _to_host(v, f"{where}[{k!r}]", copy, moved, staging))
-                         for k, v in obj.items())
-    if type(obj) in (list, tuple):
-        return type(obj)(_to_host(v, f"{where}[{i}]", copy, moved, staging)
-                         for i, v in enumerate(obj))
-    if type(obj) is set:
-        return set(obj)
-    if type(obj) in _PRIMITIVES or _is_safe_global(type(obj)):
-        return obj
-    raise TypeError(
-        f"cannot checkpoint {where}: a {type(obj).__module__}.{type(obj).__qualname__}, which "
-        f"torch.load(weights_only=True) refuses; return tensors, numbers, strings, lists, tuples "
-        f"and dicts from state_dict() (numpy arrays: torch.from_numpy(x) or x.tolist()), or "
-        f"register the class with torch.serialization.add_safe_globals.")

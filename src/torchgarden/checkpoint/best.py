@@ -34,7 +34,7 @@ _STEP_KEY = "best_ckpt_global_step"
 
 
 def _scalar(value: Any) -> float | None:
-    """Returns a float for scalar-like values (numbers, 1-element arrays), else None."""
+    """A float for scalar-like values (numbers, 1-element arrays), else None."""
     if isinstance(value, bool | int | float | np.number | np.bool_):
         return float(value)
     if isinstance(value, np.ndarray) and value.size == 1:
@@ -55,7 +55,7 @@ def _scalar_logs(logs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _lookup(logs: Mapping[str, Any], metric_name: str) -> Any:
-    """Follows ``a|b|c`` (or ``a/b/c``: a named set's or task's metric) through nested logs."""
+    """``find_metric``; a missing one raises ``KeyError`` naming where its path breaks."""
     if has_metric(logs, metric_name):
         return find_metric(logs, metric_name)
     node: Any = logs
@@ -76,8 +76,8 @@ class BestCheckpointExporter:
     """Exports the checkpoint with the best value of one eval metric.
 
     Call :meth:`maybe_export_checkpoint` after every evaluation. The first evaluation is
-    always the best; later ones replace it only when strictly better. ``info.json`` is
-    reloaded at construction, so "best so far" survives restarts.
+    the best; later ones replace it only when strictly better. ``info.json`` is reloaded at
+    construction, so "best so far" survives restarts.
 
     Example:
         >>> exporter = BestCheckpointExporter(model_dir / "best_ckpt", "coco|AP", "higher")
@@ -125,11 +125,8 @@ class BestCheckpointExporter:
             raise CorruptCheckpointError(f"{path!r} is unreadable ({e}); {fix}.") from None
         if not isinstance(info, dict):
             raise CorruptCheckpointError(f"{path!r} holds no JSON object; {fix}.")
-        try:
-            value = _scalar(_lookup(info, self._metric_name))
-        except KeyError:
-            value = None
-        if value is None:
+        name = self._metric_name
+        if not has_metric(info, name) or _scalar(find_metric(info, name)) is None:
             raise CorruptCheckpointError(
                 f"{path!r} records no best {self._metric_name!r} (was another metric "
                 f"exported there?); {fix}, or export to another subdirectory.")
@@ -190,8 +187,7 @@ class BestCheckpointExporter:
             checkpoint: The objects to export.
             eval_logs: The (possibly nested) eval logs holding ``metric_name``.
             global_step: The step of this evaluation; names the exported directory.
-            config: The resolved experiment config, recorded in meta.json.
-                Defaults to None.
+            config: The resolved experiment config, recorded in meta.json. Defaults to None.
 
         Returns:
             True when this evaluation became the best and was exported.
@@ -216,8 +212,7 @@ class BestCheckpointExporter:
         if self._manager is None or self._manager.checkpoint is not checkpoint:
             self._manager = CheckpointManager(
                 checkpoint, self._export_dir, max_to_keep=1, checkpoint_name="best_ckpt",
-                checkpoint_format=self._format,
-            )
+                checkpoint_format=self._format)
         self._manager.save(step, check_interval=False, config=config, extra={"best_value": value})
         logs = _scalar_logs(eval_logs)
         logs[_STEP_KEY] = step

@@ -1,10 +1,5 @@
-"""``Checkpoint``: a named group of stateful objects saved and restored together.
-
-The PyTorch counterpart of ``tf.train.Checkpoint``: each item is an object with
-``state_dict()`` / ``load_state_dict(sd)`` (a module, an optimizer, a
-``GradScaler``, an EMA, a metric, any user object), a ``dict`` (restored in
-place), or a plain value wrapped in :class:`Value`.
-"""
+"""``Checkpoint``: a named group of stateful objects saved and restored together
+(the PyTorch counterpart of ``tf.train.Checkpoint``)."""
 
 from __future__ import annotations
 
@@ -25,9 +20,7 @@ _RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "snapsh
 class Value:
     """A plain value (an int, a tensor, a list...) made checkpointable.
 
-    Hold a reference to the ``Value`` and read ``.value`` after a restore.
-    A tensor value is restored in place (``copy_``), so other references to
-    it see the restored numbers too.
+    Read ``.value`` after a restore; a tensor value is restored in place (``copy_``).
 
     Example:
         >>> epoch = Value(0)
@@ -35,15 +28,14 @@ class Value:
         >>> epoch.value = 3  # saved with the next checkpoint
 
     Args:
-        value: The initial value. Must be something ``torch.load(weights_only=True)``
-            can read back: tensors, numbers, strings, and lists / tuples / dicts of them.
+        value: The initial value: tensors, numbers, strings, and lists / tuples / dicts of
+            them (what ``torch.load(weights_only=True)`` reads back).
     """
 
     def __init__(self, value: Any) -> None:
         self.value = value
 
     def state_dict(self) -> dict[str, Any]:
-        """Returns ``{"value": value}``."""
         return {"value": self.value}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
@@ -96,14 +88,13 @@ def _wrap(name: str, item: Any) -> Any:
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
-    """A tensor's shape (or a saved tensor's ``torch.Size``); None for other values."""
+    """A tensor's shape (or a saved tensor's ``torch.Size``), else None."""
     if isinstance(value, torch.Tensor):
         return tuple(value.shape)
     return tuple(value) if isinstance(value, torch.Size) else None
 
 
 def _list_keys(keys: list[str], *, quote: bool = True) -> str:
-    """Joins the first few keys, noting how many more were left out."""
     shown = ", ".join(repr(k) if quote else k for k in keys[:_MAX_LISTED_KEYS])
     more = len(keys) - _MAX_LISTED_KEYS
     return shown + (f", ... and {more} more" if more > 0 else "")
@@ -113,30 +104,26 @@ def _key_problems(
     expected: Mapping[str, Any], found: Mapping[str, Any], *, missing: bool = True,
     unexpected: bool = False,
 ) -> list[str]:
-    """Names the keys of ``expected`` that ``found`` lacks (with ``missing``), the keys of
-    ``found`` not expected (with ``unexpected``) and the expected tensors ``found`` holds
-    in another shape (or not as a tensor)."""
+    """Names the keys of ``expected`` that ``found`` lacks (with ``missing``), those of
+    ``found`` not expected (with ``unexpected``) and the tensors of another shape."""
     absent = [k for k in expected if k not in found] if missing else []
     extra = [k for k in found if k not in expected] if unexpected else []
     shapes = [(k, _shape(found[k]), _shape(v)) for k, v in expected.items() if k in found]
     misshaped = [f"'{k}': checkpoint {saved} vs model {here}" for k, saved, here in shapes
                  if here is not None and saved != here]
-    problems = []
-    if absent:
-        problems.append(f"missing keys ({len(absent)}): {_list_keys(absent)}")
-    if extra:
-        problems.append(f"unexpected keys ({len(extra)}): {_list_keys(extra)}")
-    if misshaped:
-        problems.append(f"mis-shaped keys ({len(misshaped)}): {_list_keys(misshaped, quote=False)}")
-    return problems
+    kinds = [("missing", absent, True), ("unexpected", extra, True),
+             ("mis-shaped", misshaped, False)]
+    return [f"{kind} keys ({len(keys)}): {_list_keys(keys, quote=quote)}"
+            for kind, keys, quote in kinds if keys]
 
 
 class Checkpoint:
     """A named group of stateful objects saved and restored together.
 
-    Items are passed by keyword. An item with ``state_dict()`` and
-    ``load_state_dict(sd)`` is used as is; a ``dict`` is restored in place; any
-    other value is wrapped in :class:`Value` and read back as ``ckpt.<name>``.
+    Items are passed by keyword. An item with ``state_dict()`` and ``load_state_dict(sd)``
+    (a module, an optimizer, an EMA, a metric, any user object) is used as is; a ``dict``
+    is restored in place; any other value is wrapped in :class:`Value` and read back as
+    ``ckpt.<name>``.
 
     Example:
         >>> ckpt = Checkpoint(model=model, optimizer=optimizer, step=0)
@@ -159,13 +146,11 @@ class Checkpoint:
     def add(self, **items: Any) -> None:
         """Adds (or replaces) items by name, with the same rules as the constructor."""
         for name, item in items.items():
-            wrapped = _wrap(name, item)
-            self._items[name] = wrapped
+            wrapped = self._items[name] = _wrap(name, item)
+            self._plain.discard(name)
+            self._optional.discard(name)
             if isinstance(wrapped, Value) and wrapped is not item:
                 self._plain.add(name)
-            else:
-                self._plain.discard(name)
-            self._optional.discard(name)
 
     def add_optional(self, **items: Any) -> None:
         """Adds items that a checkpoint written before they existed may lack: restored
@@ -215,20 +200,18 @@ class Checkpoint:
     def load_state_dict(self, state_dict: Mapping[str, Any], *, strict: bool = True) -> None:
         """Restores every item from ``state_dict``.
 
-        Every item is checked before any is changed, so a mismatch leaves the
-        objects untouched.
+        Every item is checked before any is changed, so a mismatch leaves them untouched.
 
         Args:
             state_dict: ``{name: item_state}``, as returned by :meth:`state_dict`.
             strict: When True (the default), an item missing from ``state_dict`` and
-                missing or unexpected module keys are errors. When False they are
-                skipped. Items in ``state_dict`` that this Checkpoint does not track
-                are always ignored (partial restore). Mis-shaped tensors are always
-                errors.
+                missing or unexpected module keys are errors; when False they are skipped.
+                Items this Checkpoint does not track are always ignored (partial restore);
+                mis-shaped tensors are always errors.
 
         Raises:
-            CheckpointMismatchError: Items or module keys do not match; the
-                message lists missing, unexpected and mis-shaped keys.
+            CheckpointMismatchError: Items or module keys do not match; the message lists
+                missing, unexpected and mis-shaped keys.
         """
         self._check_fits(state_dict, strict)
         for name, item in self._items.items():
@@ -247,8 +230,7 @@ class Checkpoint:
                 raise
             except (RuntimeError, ValueError, KeyError, TypeError) as e:
                 raise CheckpointMismatchError(
-                    f"restoring item '{name}' ({type(item).__name__}) failed: {e}"
-                ) from e
+                    f"restoring item '{name}' ({type(item).__name__}) failed: {e}") from e
 
     def _check_fits(self, state_dict: Mapping[str, Any], strict: bool) -> None:
         problems = []
@@ -260,8 +242,7 @@ class Checkpoint:
             skippable = True
             problems.append(
                 f"items missing from the checkpoint ({len(missing)}): {_list_keys(missing)}; "
-                f"checkpoint items: {sorted(state_dict)}"
-            )
+                f"checkpoint items: {sorted(state_dict)}")
         for name, item in self._items.items():
             saved = state_dict.get(name)
             if isinstance(item, torch.nn.Module) and isinstance(saved, Mapping):

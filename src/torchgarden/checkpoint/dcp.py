@@ -1,14 +1,10 @@
 """The sharded checkpoint format (``checkpoint_format="dcp"``): ``torch.distributed.checkpoint``.
 
-Every rank writes its own shards (``_formats.Sharded``), so no process holds the whole
-state. An item with ``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the
-``torchgarden.distribute`` items of an FSDP2 model, optimizer and EMA) or an ``nn.Module``
-is written by the ranks that hold its tensors; any other item (global step, RNG states,
-the data position) is rank 0's state pickled into one ``_host`` entry.
-
-Loading reshards (2 ranks' checkpoint resumes at 1, 2 or 4), and an item saved sharded is
-read in full by an item without a sharded state (a plain optimizer gets torch's layout).
-The planners here unpickle non-tensor leaves with ``weights_only=True`` (DCP's own do not).
+An item with ``sharded_state_dict()`` / ``load_sharded_state_dict(state)`` (the FSDP2 items
+of ``torchgarden.distribute``) or an ``nn.Module`` is written by the ranks that hold its
+tensors; any other item is rank 0's state pickled into one ``_host`` entry. Loading
+reshards to any world size, or reads an item in full where it has no sharded state. The
+planners here unpickle non-tensor leaves with ``weights_only=True`` (DCP's own do not).
 """
 
 from __future__ import annotations
@@ -40,18 +36,15 @@ from torchgarden.distribute.collectives import all_gather_object, get_rank, get_
 
 __all__ = ["LoadedShards", "convert_to_single", "read_full_state", "read_state", "save_state"]
 
-#: The key of the bytes holding the small items' states (``torch.save`` of a dict).
-HOST_KEY = "_host"
+HOST_KEY = "_host"  # The bytes of the other items' states (``torch.save`` of a dict).
 
 
 @contextlib.contextmanager
 def quiet_if(alone: bool) -> Iterator[None]:
     """Silences DCP's warning that one process "assumes the intent" of saving alone."""
-    if not alone:
-        yield
-        return
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="torch.distributed is (disabled, )?unavail")
+        if alone:
+            warnings.filterwarnings("ignore", message="torch.distributed is (disabled, )?unavail")
         yield
 
 
@@ -76,20 +69,16 @@ def _read_metadata(path: str) -> Metadata:
     try:
         return dcp.FileSystemReader(path).read_metadata()
     except Exception as e:
-        raise CorruptCheckpointError(
-            f"{path!r}: its DCP index {layout.METADATA_FILE} is unreadable "
-            f"({type(e).__name__}: {e})."
-        ) from e
+        raise CorruptCheckpointError(f"{path!r}: its DCP index {layout.METADATA_FILE} is "
+                                     f"unreadable ({type(e).__name__}: {e}).") from e
 
 
-def _saved_items(metadata: Metadata) -> set[str]:
-    """The top-level names DCP holds tensors or values for (the host key left out)."""
+def _saved_items(metadata: Metadata) -> set[str]:  # The items saved sharded.
     return {key.split(".", 1)[0] for key in metadata.state_dict_metadata} - {HOST_KEY}
 
 
 def _load_full(path: str, keys: Iterable[str]) -> dict[str, Any]:
-    """The entries under top-level ``keys`` as full CPU tensors, read by this process alone
-    whatever the writer's world size."""
+    """The entries under top-level ``keys`` as full CPU tensors, read by this process alone."""
     state: dict[str, Any] = {}
     # format_utils.dcp_to_torch_save reads the same way: the public dcp.load copies its
     # argument, so an empty dict it fills would never reach the caller.
@@ -99,62 +88,40 @@ def _load_full(path: str, keys: Iterable[str]) -> dict[str, Any]:
 
 
 def _host_state(path: str, metadata: Metadata) -> dict[str, Any]:
-    """The small items' states rank 0 saved (``{}`` when there are none)."""
     if HOST_KEY not in metadata.state_dict_metadata:
         return {}
     blob = _load_full(path, {HOST_KEY})[HOST_KEY]
-    state = _direct.safe_load(io.BytesIO(blob), f"{path!r} ({HOST_KEY})")
-    if not isinstance(state, dict):
-        raise CorruptCheckpointError(f"{path!r}: {HOST_KEY} holds a {type(state).__name__}.")
-    return state
-
-
-def _check_fits(template: Mapping[str, Any], metadata: Metadata, *, strict: bool) -> None:
-    """Raises ``CheckpointMismatchError`` before loading into a template that does not fit."""
-    flat, _ = flatten_state_dict(dict(template))
-    saved = {key: entry.size if isinstance(entry, TensorStorageMetadata) else None
-             for key, entry in metadata.state_dict_metadata.items()}
-    problems = _key_problems(flat, saved, missing=strict)
-    if problems:
-        raise CheckpointMismatchError("; ".join(problems))
+    return _direct.load_dict(io.BytesIO(blob), f"{path!r} ({HOST_KEY})")
 
 
 def index_layout(state: Any) -> Any:
     """Turns an optimizer state keyed by parameter name (``get_optimizer_state_dict``) into
-    torch's layout, keyed by position in the param groups; other values (a wrapper's
-    ``"optimizer"`` entry is looked into) are returned as they are."""
+    torch's layout, keyed by position in the param groups (also a wrapper's ``"optimizer"``
+    entry); returns other values as they are."""
     if not isinstance(state, Mapping):
         return state
     groups = state.get("param_groups")
-    if isinstance(groups, list) and isinstance(state.get("state"), Mapping) and any(
-        isinstance(name, str) for group in groups for name in group.get("params", ())
-    ):
-        order = [name for group in groups for name in group["params"]]
-        index = {name: i for i, name in enumerate(order)}
-        return {
-            **state,
-            "state": {index[name]: value for name, value in state["state"].items()},
-            "param_groups": [
-                {**group, "params": [index[name] for name in group["params"]]}
-                for group in groups
-            ],
-        }
+    if isinstance(groups, list) and isinstance(state.get("state"), Mapping):
+        index = {name: i for i, name in enumerate(n for g in groups for n in g.get("params", ()))}
+        if any(isinstance(name, str) for name in index):
+            return {**state, "state": {index[n]: value for n, value in state["state"].items()},
+                    "param_groups": [{**g, "params": [index[n] for n in g["params"]]}
+                                     for g in groups]}
     if isinstance(state.get("optimizer"), Mapping):
         return {**state, "optimizer": index_layout(state["optimizer"])}
     return state
 
 
 def _shards(item: Any) -> Any:
-    """The item's sharded state (a plain module's ``state_dict()``), or None for a host item."""
+    """The item's sharded state (a module's ``state_dict()``), or None for a host item."""
     if callable(getattr(item, "sharded_state_dict", None)):
         return item.sharded_state_dict()
     return item.state_dict() if isinstance(item, nn.Module) else None
 
 
 def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
-    """This rank's part of a DCP checkpoint of ``items`` (every rank calls it): the sharded
-    states, and rank 0's states of the other items (taken on every rank: one may be a
-    collective, e.g. a per-rank data position) pickled under ``_host``."""
+    """This rank's part of a DCP checkpoint of ``items``: the sharded states, and rank 0's
+    states of the other items (taken on every rank: one may be a collective) under ``_host``."""
     state: dict[str, Any] = {}
     host: dict[str, Any] = {}
     for name, item in items.items():
@@ -172,30 +139,30 @@ def save_state(items: Mapping[str, Any]) -> dict[str, Any]:
 
 class LoadedShards:
     """Item ``name``'s entry in the DCP checkpoint at ``path``, read when
-    ``Checkpoint.load_state_dict`` calls :meth:`apply_to` (a collective for sharded items:
-    every rank applies the same items in the same order)."""
+    ``Checkpoint.load_state_dict`` calls :meth:`apply_to` (a collective for sharded items)."""
 
     def __init__(self, path: str, name: str, metadata: Any) -> None:
         self.path, self.name, self.metadata = path, name, metadata
 
     def apply_to(self, item: Any, *, strict: bool = True) -> None:
-        """Loads the entry into ``item``: resharded into its sharded state, else in full
-        through its ``load_state_dict``; raises ``CheckpointMismatchError`` on other keys
-        or shapes."""
+        """Loads the entry into ``item``: resharded into its sharded state, else in full;
+        raises ``CheckpointMismatchError`` on other keys or shapes."""
         shards = _shards(item)
         if shards is None:
             item.load_state_dict(index_layout(_load_full(self.path, {self.name})[self.name]))
             return
         template = {self.name: shards}
-        try:
-            _check_fits(template, self.metadata, strict=strict)
-        except CheckpointMismatchError as e:
-            message = f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: {e}"
+        saved = {key: entry.size if isinstance(entry, TensorStorageMetadata) else None
+                 for key, entry in self.metadata.state_dict_metadata.items()}
+        problems = _key_problems(flatten_state_dict(template)[0], saved, missing=strict)
+        if problems:
+            message = (f"item {self.name!r} ({type(item).__name__}) does not match {self.path}: "
+                       f"{'; '.join(problems)}")
             keep_fresh = getattr(item, "sharded_mismatch", None)
             if callable(keep_fresh):  # The item may start afresh instead (another optimizer).
                 keep_fresh(message)
                 return
-            raise CheckpointMismatchError(message) from None
+            raise CheckpointMismatchError(message)
         # Every rank passes the same keys; DTensor entries receive this rank's shard of the
         # saved tensor, resharded from however many ranks wrote it.
         alone = get_world_size() == 1
@@ -212,21 +179,17 @@ class LoadedShards:
 
 
 def read_state(path: str, meta: Mapping[str, Any], *, hashes: bool) -> dict[str, Any]:
-    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint (every rank calls
-    it): host items' states, and :class:`LoadedShards` for the others. With ``hashes``
-    every rank checks a share of the files; a damaged one raises
-    ``CorruptCheckpointError`` on every rank."""
+    """What ``Checkpoint.load_state_dict`` restores from a DCP checkpoint: host items'
+    states and :class:`LoadedShards`. With ``hashes`` every rank checks a share of the
+    files; a damaged one raises ``CorruptCheckpointError`` on every rank."""
     if hashes:
-        share = (get_rank(), get_world_size())
-        problem = layout.file_problem(path, meta, share=share)
-        problems = [p for p in all_gather_object(problem) if p]
-        if problems:
-            raise CorruptCheckpointError(problems[0])
+        problem = layout.file_problem(path, meta, share=(get_rank(), get_world_size()))
+        problem = next((found for found in all_gather_object(problem) if found), None)
+        if problem is not None:
+            raise CorruptCheckpointError(problem)
     metadata = _read_metadata(path)
-    state: dict[str, Any] = _host_state(path, metadata)
-    for name in _saved_items(metadata):
-        state[name] = LoadedShards(path, name, metadata)
-    return state
+    shards = {name: LoadedShards(path, name, metadata) for name in _saved_items(metadata)}
+    return {**_host_state(path, metadata), **shards}
 
 
 def read_full_state(path: str | os.PathLike[str], items: Any = None) -> dict[str, Any]:
@@ -242,14 +205,12 @@ def read_full_state(path: str | os.PathLike[str], items: Any = None) -> dict[str
     path = os.fspath(path)
     if not layout.is_sharded(layout.read_meta(path)):
         state = _direct.load_state(path)
-        return state if items is None else {k: v for k, v in state.items() if k in items}
-    metadata = _read_metadata(path)
-    wanted = _saved_items(metadata) if items is None else set(items)
-    host = _host_state(path, metadata)
-    sharded = _load_full(path, wanted & _saved_items(metadata))
-    state = {k: v for k, v in host.items() if items is None or k in wanted}
-    state.update({k: index_layout(v) for k, v in sharded.items()})
-    return state
+    else:
+        metadata = _read_metadata(path)
+        sharded = {k for k in _saved_items(metadata) if items is None or k in items}
+        state = _host_state(path, metadata)
+        state.update((k, index_layout(v)) for k, v in _load_full(path, sharded).items())
+    return state if items is None else {k: v for k, v in state.items() if k in items}
 
 
 def convert_to_single(path: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -> str:

@@ -38,5 +38,4 @@ class CheckpointWriteError(CheckpointError):
 
 
 class NonFiniteCheckpointError(CheckpointError):
-    """Model parameters hold NaN or inf: such a state is never saved or resumed as a
-    checkpoint unless restored explicitly by path."""
+    """Model parameters hold NaN or inf: never saved, nor resumed unless restored by path."""

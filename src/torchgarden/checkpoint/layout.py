@@ -38,13 +38,11 @@ from torchgarden.utils.processes import pid_alive
 
 STATE_FILE = "state.pt"
 META_FILE = "meta.json"
-#: DCP's own index of a sharded checkpoint, written last by its coordinator.
-METADATA_FILE = ".metadata"
-#: meta.json's ``format`` (absent in single-file checkpoints) and the file each must list.
+METADATA_FILE = ".metadata"  # DCP's index of a sharded checkpoint.
+# meta.json's ``format`` (absent in single-file checkpoints) and the file each must list.
 SINGLE, SHARDED = "single", "dcp"
 _REQUIRED_FILE = {SINGLE: STATE_FILE, SHARDED: METADATA_FILE}
-#: meta.json's ``format_version``; a reader refuses a newer one.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # meta.json's ``format_version``; a reader refuses a newer one.
 _CHUNK = 16 << 20  # Read buffer: large sequential I/O.
 _DIGESTS = {"xxh3_128": xxhash.xxh3_128, "sha256": hashlib.sha256}
 _HEX = {"xxh3_128": re.compile(r"^[0-9a-f]{32}$"), "sha256": re.compile(r"^[0-9a-f]{64}$")}
@@ -55,7 +53,6 @@ _LIVE_LOCK = threading.Lock()
 
 
 def checkpoint_path(directory: str, name: str, number: int) -> str:
-    """Where checkpoint ``number`` named ``name`` lives in ``directory``."""
     return os.path.join(directory, f"{name}-{number}")
 
 
@@ -69,7 +66,7 @@ def checkpoint_number(path: str | os.PathLike[str]) -> int:
 
 
 def _scan(directory: str, pattern: str) -> list[tuple[re.Match[str], os.DirEntry[str]]]:
-    """The entries of ``directory`` whose whole name matches ``pattern`` (none if absent)."""
+    """The entries of ``directory`` (none if absent) whose whole name matches ``pattern``."""
     try:
         return [(match, entry) for entry in os.scandir(directory)
                 if (match := re.fullmatch(pattern, entry.name))]
@@ -92,12 +89,8 @@ def list_checkpoints(directory: str, name: str) -> list[tuple[int, str]]:
 def latest_checkpoint(
     directory: str | os.PathLike[str], checkpoint_name: str = "ckpt"
 ) -> str | None:
-    """Returns the path of the highest-numbered complete checkpoint, or None.
-
-    Args:
-        directory: The checkpoint directory.
-        checkpoint_name: The checkpoint name prefix. Defaults to ``"ckpt"``.
-    """
+    """Returns the path of the highest-numbered complete ``<checkpoint_name>-<N>`` in
+    ``directory``, or None."""
     found = list_checkpoints(os.fspath(directory), checkpoint_name)
     return found[-1][1] if found else None
 
@@ -115,8 +108,7 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
             meta = json.load(f)
     except FileNotFoundError:
         raise CorruptCheckpointError(
-            f"checkpoint {os.fspath(path)!r} is incomplete: {META_FILE} is missing."
-        ) from None
+            f"checkpoint {os.fspath(path)!r} is incomplete: {META_FILE} is missing.") from None
     except (OSError, ValueError) as e:
         raise CorruptCheckpointError(f"{meta_path!r} is unreadable: {e}.") from e
     if not isinstance(meta, dict) or not isinstance(meta.get("format_version"), int):
@@ -129,19 +121,13 @@ def read_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def is_sharded(meta: Mapping[str, Any]) -> bool:
-    """Whether a manifest describes a sharded (DCP) checkpoint, read by ``checkpoint.dcp``."""
     return meta.get("format", SINGLE) == SHARDED
 
 
 def read_manifest(path: str | os.PathLike[str], *, check_step: bool = True) -> dict[str, Any]:
     """:func:`read_meta`, then checks the manifest's structure and (with ``check_step``)
-    that it records the step ``N`` of the name ``<name>-<N>``.
-
-    Raises:
-        CorruptCheckpointError: ``path`` is not a directory, or ``meta.json`` is missing,
-            unreadable, malformed or records another step.
-        CheckpointFormatError: The checkpoint was written in a newer format.
-    """
+    that it records the step ``N`` of the name ``<name>-<N>``; raises as ``read_meta``
+    does, or ``CorruptCheckpointError`` for a malformed manifest or another step."""
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise CorruptCheckpointError(f"{path!r} is not a checkpoint directory.")
@@ -174,7 +160,7 @@ def read_manifest(path: str | os.PathLike[str], *, check_step: bool = True) -> d
 
 
 def file_entry(checksum: str, size: int) -> dict[str, Any]:
-    """The manifest's entry of a file with this XXH3-128 ``checksum`` and ``size`` (bytes)."""
+    """The manifest's entry of a file with this XXH3-128 ``checksum`` and size in bytes."""
     return {"xxh3_128": checksum, "bytes": size}
 
 
@@ -192,13 +178,9 @@ def file_digest(path: str, algorithm: str = "xxh3_128") -> str:
 def file_problem(
     path: str, meta: Mapping[str, Any], *, hashes: bool = True, share: tuple[int, int] = (0, 1)
 ) -> str | None:
-    """What is wrong with the first bad file of a read manifest, or None.
-
-    Args:
-        hashes: Check checksums too, not only sizes. Defaults to True.
-        share: ``(rank, world_size)``: check every ``world_size``-th file from ``rank`` on,
-            as ranks verify a sharded checkpoint together. Defaults to all files.
-    """
+    """What is wrong with the first bad file of a read manifest (checksums too with
+    ``hashes``), or None; ``share=(rank, world_size)`` checks every ``world_size``-th
+    file from ``rank`` on, as ranks verify a sharded checkpoint together."""
     rank, world_size = share
     for name in sorted(meta["files"])[rank::world_size]:
         info, file_path = meta["files"][name], os.path.join(path, name)
@@ -216,9 +198,7 @@ def file_problem(
 
 
 def verify(path: str | os.PathLike[str], *, check_step: bool = True) -> dict[str, Any]:
-    """:func:`read_manifest`, then every file's size and checksum; returns the manifest.
-    Raises its errors, or ``CorruptCheckpointError`` naming a missing, truncated or altered
-    file."""
+    """:func:`read_manifest`, then every file's size and checksum; returns the manifest."""
     meta = read_manifest(path, check_step=check_step)
     problem = file_problem(os.fspath(path), meta)
     if problem is not None:
@@ -237,34 +217,15 @@ def problem(path: str) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def package_version() -> str:
-    """The installed torchgarden version, or ``"unknown"``."""
     try:
         return importlib.metadata.version("torchgarden")
     except Exception:
         return "unknown"
 
 
-def manifest(
-    number: int, files: dict[str, Any], *, config: Any, extra: Any, version: str,
-    **fields: Any,
-) -> dict[str, Any]:
-    """The meta.json of checkpoint ``number`` holding ``files`` (plus a format's own
-    ``fields``: a sharded one's ``format`` and ``world_size``)."""
-    return {
-        "format_version": FORMAT_VERSION,
-        **fields,
-        "step": number,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "files": files,
-        "config": config,
-        "torchgarden": version,
-        "extra": extra,
-    }
-
-
 def new_temp_dir(final: str) -> str:
-    """Creates the hidden temp directory where ``final`` is assembled, marked as live
-    (:func:`clean_stale_temp_dirs` leaves it alone) until :func:`release_temp_dir`."""
+    """Creates the hidden temp directory where ``final`` is assembled, left alone by
+    :func:`clean_stale_temp_dirs` until :func:`release_temp_dir`."""
     os.makedirs(os.path.dirname(final), exist_ok=True)
     temp = temp_path_for(final)  # Absolute, as clean_stale_temp_dirs compares it.
     with _LIVE_LOCK:
@@ -274,16 +235,26 @@ def new_temp_dir(final: str) -> str:
 
 
 def release_temp_dir(temp: str, *, remove: bool) -> None:
-    """Ends a save's claim on its temp directory, removing it after a failed save."""
     with _LIVE_LOCK:
         _LIVE_TEMP_DIRS.discard(temp)
     if remove:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def publish(temp: str, final: str, meta: dict[str, Any]) -> None:
-    """Writes meta.json last into the complete ``temp``, fsyncs it and renames it to
-    ``final``; raises ``FileExistsError`` when ``final`` appeared meanwhile."""
+def publish(temp: str, final: str, files: dict[str, Any], *, config: Any, extra: Any,
+            version: str, **fields: Any) -> None:
+    """Writes meta.json last into the complete ``temp`` (``fields``: a sharded checkpoint's
+    ``format`` and ``world_size``) and renames it to ``final``."""
+    meta = {
+        "format_version": FORMAT_VERSION,
+        **fields,
+        "step": checkpoint_number(final),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "files": files,
+        "config": config,
+        "torchgarden": version,
+        "extra": extra,
+    }
     with open(os.path.join(temp, META_FILE), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2, default=str)
         f.write("\n")
@@ -297,8 +268,7 @@ def publish(temp: str, final: str, meta: dict[str, Any]) -> None:
 
 
 def set_aside(path: str) -> str:
-    """Renames a bad entry to a hidden ``.<name>-<N>.corrupt-<hex>`` (never listed, kept
-    for inspection) and returns the new path."""
+    """Renames a bad entry to a hidden ``.<name>-<N>.corrupt-<hex>``; returns that path."""
     aside = os.path.join(os.path.dirname(path),
                          f".{os.path.basename(path)}.corrupt-{secrets.token_hex(4)}")
     os.rename(path, aside)
@@ -306,8 +276,8 @@ def set_aside(path: str) -> str:
 
 
 def remove_checkpoint(path: str) -> None:
-    """Deletes a checkpoint directory after renaming it to a hidden temp name: a reader
-    (an evaluator following the directory) finds all of it or none of it."""
+    """Renames a checkpoint to a hidden temp name, then deletes it: a reader (an
+    evaluator following the directory) finds all of it or none of it."""
     hidden = temp_path_for(path)
     try:
         os.rename(path, hidden)

@@ -1,13 +1,11 @@
 """``CheckpointManager``: numbered, atomic, verified checkpoints with retention.
 
-Follows Orbit / ``tf.train.CheckpointManager`` save rules (skip a number that exists,
-interval gating, the interval restarts at the restored number) on the directory layout
-of ``layout``; how a checkpoint is written is its format's business (``_formats``).
+The save rules are here; the directory layout is ``layout``'s, the writing its format's
+(``_formats``), the choice of a resume point ``selection``'s.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from collections.abc import Callable
@@ -29,10 +27,9 @@ class CheckpointManager:
     Save rules (``save(number)``), as in TensorFlow's manager: a number that already has
     a checkpoint is skipped; with interval checking, a save happens only when ``number``
     has reached the next multiple of ``checkpoint_interval`` after the last saved (or
-    restored) number, so checkpoints land on 1000, 2000, ... (Orbit/TF instead save the
-    first call after a fresh start and count the interval from there);
-    ``checkpoint_interval=None`` saves always. Once a checkpoint is durable, the oldest
-    beyond ``max_to_keep`` are deleted (a reader sees all of one or nothing).
+    restored) number, so checkpoints land on 1000, 2000, ...; ``checkpoint_interval=None``
+    saves always. Once a checkpoint is durable, the oldest beyond ``max_to_keep`` are
+    deleted (a reader sees all of one or nothing).
 
     Under ``torch.distributed`` rank 0 alone writes a ``"single"`` checkpoint (``save``
     returns None elsewhere) unless an item's ``state_dict()`` is a collective
@@ -49,20 +46,18 @@ class CheckpointManager:
         checkpoint: The objects to save and restore.
         directory: Where checkpoints live (created on first save).
         max_to_keep: How many checkpoints to keep; -1 (or None) keeps all. Defaults to 5.
-        checkpoint_interval: The least number of steps between saves under
-            interval checking; None disables interval checking. Defaults to None.
+        checkpoint_interval: The least number of steps between interval-checked saves;
+            None saves always. Defaults to None.
         checkpoint_name: The directory-name prefix. Defaults to ``"ckpt"``.
-        init_fn: Called by :meth:`restore_or_initialize` when there is nothing to
-            restore. Defaults to None.
-        enable_async: Write in a background thread; ``save`` only copies the state
-            to host memory. Defaults to False.
-        version: The torchgarden version recorded in meta.json. Defaults to the
-            installed one.
+        init_fn: Called by :meth:`restore_or_initialize` when there is nothing to restore.
+        enable_async: Write on a background thread; ``save`` only copies the state to host
+            memory. Defaults to False.
+        version: The torchgarden version in meta.json. Defaults to the installed one.
         config: The resolved experiment config recorded in every meta.json unless
-            ``save(config=...)`` gives another. Defaults to None.
-        checkpoint_format: ``"single"`` (one ``state.pt`` written by rank 0) or ``"dcp"``
-            (each rank writes its shards with ``torch.distributed.checkpoint``); both are
-            read whatever this says. Defaults to ``"single"``.
+            ``save(config=...)`` gives another.
+        checkpoint_format: ``"single"`` (one ``state.pt``) or ``"dcp"`` (each rank's shards,
+            ``torch.distributed.checkpoint``); both are read whatever this says. Defaults
+            to ``"single"``.
 
     Raises:
         ValueError: An argument is out of range or ``checkpoint_format`` is unknown.
@@ -159,13 +154,12 @@ class CheckpointManager:
         """Saves a checkpoint numbered ``checkpoint_number`` unless the save rules skip it.
 
         With ``enable_async`` this waits for the previous save, copies the state to host
-        memory, starts the write in a background thread, and returns.
+        memory, starts the write on a background thread, and returns.
 
         Args:
             checkpoint_number: The number (the global step) in the directory name.
             check_interval: Apply interval gating. Defaults to True.
-            config: The resolved experiment config, recorded in meta.json.
-                Defaults to None (the constructor's ``config``).
+            config: The config recorded in meta.json. Defaults to the constructor's.
             extra: Any JSON-serialisable dict recorded in meta.json. Defaults to None.
 
         Returns:
@@ -183,26 +177,19 @@ class CheckpointManager:
         number = int(checkpoint_number)
         if number < 0:
             raise ValueError(f"checkpoint_number must be >= 0, got {number}.")
-        every_rank = self._format.every_rank_saves(self._checkpoint.items)
-        if not every_rank and not is_chief():
-            return None  # Replicated state: rank 0 alone writes it.
         self.sync()
         due = is_chief() and self._save_due(number, check_interval)
-        if every_rank:
+        if self._format.every_rank_saves(self._checkpoint.items):
             due = broadcast_object(due)  # Rank 0 decides; then every rank takes part.
         if not due:
-            return None
-        check = functools.partial(
-            selection.refuse_nonfinite, self._checkpoint.items,
-            name=f"{self._checkpoint_name}-{number}", latest=lambda: self.latest_checkpoint)
-        path = self._format.write(number, self._checkpoint, extra=extra, check=check,
+            return None  # Skipped, or replicated state that rank 0 alone writes.
+        path = self._format.write(number, self._checkpoint, extra=extra,
                                   config=self._config if config is None else config)
         # Like TF, the interval counts from the submitted save (an async one included).
         self._last_saved_number = number
         return path
 
-    def _save_due(self, number: int, check_interval: bool) -> bool:
-        """Applies the save rules to ``number`` (on rank 0)."""
+    def _save_due(self, number: int, check_interval: bool) -> bool:  # On rank 0.
         path = layout.checkpoint_path(self._directory, self._checkpoint_name, number)
         if os.path.lexists(path):
             unusable = path in self._unusable
@@ -223,21 +210,18 @@ class CheckpointManager:
         # (Orbit instead saves the first loop of a fresh start, then every interval after it).
         return number // interval > (self._last_saved_number or 0) // interval
 
-    def _on_written(self, path: str) -> None:  # Once ``path`` is durable.
-        self._apply_retention(keep=path)
+    def _on_written(self, path: str) -> None:
+        """Retention, once ``path`` is durable."""
+        if self._max_to_keep >= 0:
+            found = self.checkpoints
+            excess = max(0, len(found) - self._max_to_keep)
+            for old in [p for p in found if p != path][:excess]:  # The one just written stays.
+                layout.remove_checkpoint(old)
         self.remove_leftovers()
 
     def remove_leftovers(self) -> None:
         """Deletes the hidden temp directories of saves and deletes whose process died."""
         layout.clean_stale_temp_dirs(self._directory, self._checkpoint_name)
-
-    def _apply_retention(self, keep: str) -> None:
-        if self._max_to_keep < 0:
-            return
-        found = self.checkpoints
-        excess = max(0, len(found) - self._max_to_keep)
-        for path in [p for p in found if p != keep][:excess]:  # The one just written stays.
-            layout.remove_checkpoint(path)  # Readers see all of it or nothing.
 
     def sync(self) -> None:
         """Waits for the pending async save; re-raises its error, if any."""
@@ -290,9 +274,9 @@ class CheckpointManager:
     def prepare_restore(self, *, verify: bool = True) -> tuple[str, dict[str, Any]] | None:
         """Finds, verifies and reads (once) what :meth:`restore` with no path loads next.
 
-        Returns ``(path, meta)``, or None when there is no checkpoint, so a caller can
-        check the recorded config first; the next ``restore()`` applies the state read.
-        Raises the errors of :meth:`restore` about files.
+        Returns ``(path, meta)``, or None without a checkpoint, so a caller can check the
+        recorded config first; the next ``restore()`` applies the state read. Raises the
+        errors of :meth:`restore` about files.
         """
         self.sync()
         self._prepared = self._select(verify)
@@ -332,7 +316,6 @@ class CheckpointManager:
 def _check_arguments(
     max_to_keep: int | None, checkpoint_interval: int | None, checkpoint_name: str
 ) -> None:
-    """Raises ``ValueError`` naming the first bad ``CheckpointManager`` argument."""
     if max_to_keep is not None and (
             not isinstance(max_to_keep, int) or max_to_keep == 0 or max_to_keep < -1):
         raise ValueError(

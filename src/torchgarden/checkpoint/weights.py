@@ -1,9 +1,5 @@
-"""``load_model_weights``: initialise a model (or some of its modules) from a checkpoint.
-
-Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``: only model weights are
-read, optionally restricted to module-name prefixes (``["backbone"]``), and every
-requested weight must be present with the same shape.
-"""
+"""``load_model_weights``: initialise a model (or some of its modules) from a checkpoint
+(Model Garden's ``init_checkpoint`` / ``init_checkpoint_modules``)."""
 
 from __future__ import annotations
 
@@ -15,11 +11,7 @@ import torch
 
 from torchgarden.checkpoint import _direct, dcp, layout
 from torchgarden.checkpoint.checkpoint import _key_problems
-from torchgarden.checkpoint.errors import (
-    CheckpointMismatchError,
-    CorruptCheckpointError,
-    UnsafeCheckpointError,
-)
+from torchgarden.checkpoint.errors import CheckpointMismatchError
 from torchgarden.distribute.sharding import shard_like
 
 __all__ = ["load_model_weights"]
@@ -43,16 +35,8 @@ def _resolve(path: str, checkpoint_name: str) -> str:
 
 def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
     if not os.path.isdir(resolved):
-        where = f"init checkpoint {resolved!r}"
-        try:
-            state = _direct.safe_load(resolved, where)
-        except UnsafeCheckpointError:
-            raise
-        except Exception as e:
-            raise CorruptCheckpointError(
-                f"{where} is not a readable torch checkpoint ({e}); point "
-                f"task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"
-            ) from e
+        state = _direct.load_dict(resolved, f"init checkpoint {resolved!r}", fix=(
+            "; point task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"))
     elif (os.path.isfile(os.path.join(resolved, layout.META_FILE))
           and layout.is_sharded(layout.read_meta(resolved))):
         if verify:
@@ -60,12 +44,7 @@ def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
         state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.
     else:
         state = _direct.load_state(resolved, verify_files=verify)
-    if isinstance(state, Mapping) and isinstance(state.get(item), Mapping):
-        state = state[item]
-    if not isinstance(state, Mapping):
-        raise CorruptCheckpointError(
-            f"init checkpoint {resolved!r} holds a {type(state).__name__}, expected a state dict.")
-    return state
+    return state[item] if isinstance(state.get(item), Mapping) else state
 
 
 def _strip_wrappers(state: Mapping[str, Any], expected: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -82,16 +61,18 @@ def load_model_weights(
 ) -> str:
     """Loads model weights from a checkpoint into ``model``, all or by module prefix.
 
+    Every requested weight must be in the checkpoint, with the model's shape.
+
     Example:
         >>> load_model_weights(model, "/runs/pretrain", prefixes=["backbone"])
 
     Args:
         model: The module to initialise.
-        path: A checkpoint directory (``ckpt-<N>``, either format: only the model's
-            tensors of a sharded one are read), a directory of checkpoints (the
-            newest is used), or a ``.pt`` file holding a state dict (or a dict whose
-            ``item`` entry is one). ``module.`` / ``_orig_mod.`` prefixes from DDP
-            or ``torch.compile`` are stripped when the model has none.
+        path: A checkpoint directory (``ckpt-<N>``, either format: only the model's tensors
+            of a sharded one are read), a directory of checkpoints (the newest is used), or
+            a ``.pt`` file holding a state dict (or a dict whose ``item`` entry is one).
+            ``module.`` / ``_orig_mod.`` prefixes from DDP or ``torch.compile`` are
+            stripped when the model has none.
         prefixes: Module-name prefixes to restore (``"backbone"`` matches
             ``backbone.*``). Defaults to ``()``: every weight.
         item: The checkpoint item holding the model weights. Defaults to ``"model"``.
