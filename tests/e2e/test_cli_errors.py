@@ -120,3 +120,23 @@ def test_a_busy_model_dir_is_refused_before_torch_is_imported(tmp_path):
     assert done.returncode == 2, done.stderr
     assert f"is in use: pid {holder.pid} on host" in done.stderr
     assert "torch imported: False" in done.stdout
+
+
+def test_a_failed_collective_under_torchrun_is_one_line_naming_rank_and_timeout(monkeypatch):
+    """What a rank prints when the others stopped answering (exit 4; torchrun restarts).
+    (Where torchgarden called the collective is named too: see test_elastic_restart.)"""
+    import torch.distributed as dist  # noqa: F401  (the CLI recognises its errors)
+
+    from torchgarden.cli.main import _collective_failure
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    timed_out = RuntimeError("[/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78]"
+                             " Timed out waiting 600000ms for recv operation to complete")
+    assert _collective_failure(timed_out, 10) == (
+        "rank 1: a collective with the other ranks failed: Timed out waiting 600000ms for recv "
+        "operation to complete (runtime.distributed_timeout=10 min); with torchrun "
+        "--max-restarts the job restarts from its newest checkpoint.")
+    assert _collective_failure(RuntimeError("an ordinary bug"), 10) is None
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert _collective_failure(timed_out, 10) is None

@@ -26,6 +26,10 @@ the process those signals itself at the start of step N, as a scheduler would.
 ``TG_FAULT_STALL=N:SECONDS`` sleeps that long inside step N, so a test can deliver a
 signal while a step is in flight.
 
+``TG_FAULT_WHERE=RANK:ATTEMPT`` (under torchrun) injects the faults above only into that
+rank of that restart attempt (``TORCHELASTIC_RESTART_COUNT``), so a restarted job runs
+clean.
+
 ``TG_FAULT_HOLD=N:PATH`` prints ``faulty_cli: holding at step N`` at the start of step N
 and waits (at most two minutes) until the file ``PATH`` exists, so a test can act while
 the run holds its model_dir's lock.
@@ -256,6 +260,10 @@ def install(fault: str) -> None:
 
 
 def main() -> None:
+    where = os.environ.get("TG_FAULT_WHERE")
+    here = f"{os.environ.get('RANK', '0')}:{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    if where and where != here:
+        os.environ.pop("TG_FAULT", None)
     if os.environ.get("TG_FAULT"):
         install(os.environ["TG_FAULT"])
     if os.environ.get("TG_FAULT_DISK_FULL"):

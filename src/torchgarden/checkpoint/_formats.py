@@ -19,7 +19,12 @@ from torchgarden.checkpoint import _direct, dcp, layout, selection
 from torchgarden.checkpoint._host import HostStaging, to_host
 from torchgarden.checkpoint.checkpoint import Checkpoint
 from torchgarden.checkpoint.errors import CheckpointWriteError, NonFiniteCheckpointError
-from torchgarden.distribute.collectives import all_gather_object, get_rank, get_world_size
+from torchgarden.distribute.collectives import (
+    all_gather_object,
+    get_rank,
+    get_world_size,
+    group_timeout,
+)
 
 __all__ = ["CheckpointFormat", "Sharded", "SingleFile", "format_class"]
 
@@ -174,7 +179,8 @@ class Sharded(CheckpointFormat):
         state = dcp.save_state(checkpoint.items)
         self._check(number, checkpoint, state, collective=True)
         if self._group is None and get_world_size() > 1:
-            self._group = dist.new_group(backend="gloo")  # Collective: every rank saves.
+            # Collective: every rank saves. Its waits are bounded like the default group's.
+            self._group = dist.new_group(backend="gloo", timeout=group_timeout())
         alone = self._group is None
         temp = layout.new_temp_dir(self._path(number)) if get_rank() == 0 else None
         temp = _gather(temp, self._group)[0]  # Rank 0's.

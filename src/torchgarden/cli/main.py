@@ -23,12 +23,16 @@ from torchgarden.cli import report as report_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
 from torchgarden.modes import check_mode
 
-__all__ = ["main", "build_parser", "EXIT_DIVERGED", "EXIT_USAGE", "EXIT_PREEMPTED"]
+__all__ = ["main", "build_parser", "EXIT_COLLECTIVE", "EXIT_DIVERGED", "EXIT_USAGE",
+           "EXIT_PREEMPTED"]
 
 #: Exit status for bad input (config, flags, data, checkpoints, a model_dir in use).
 EXIT_USAGE = 2
 #: Exit status when training diverged beyond recovery (loss NaN or above the bound).
 EXIT_DIVERGED = 3
+#: Exit status under torchrun when a collective with the other ranks failed or timed out
+#: (``runtime.distributed_timeout``); ``torchrun --max-restarts`` restarts the job.
+EXIT_COLLECTIVE = 4
 #: Exit status after a preemption checkpoint, so a scheduler can requeue the job.
 EXIT_PREEMPTED = 143
 #: The modes each subcommand runs.
@@ -153,6 +157,11 @@ def _command_run(args: argparse.Namespace) -> int:
         if error.filename or not args.model_dir:
             raise
         raise _UsageError(_write_failure(error, args.model_dir)) from error
+    except RuntimeError as error:
+        failure = _collective_failure(error, params.runtime.distributed_timeout)
+        if failure is None:
+            raise
+        raise _CollectiveFailed(failure) from error
     if chief_of(resolve_strategy(params.runtime)):
         from torchgarden.loop.logs import to_host
         from torchgarden.utils.logs import flatten
@@ -182,6 +191,27 @@ def _configuration(args: argparse.Namespace, *, training: bool) -> Any:
     print(f"torchgarden: config read from {saved} (then --config_file, --params_override).",
           flush=True)
     return params
+
+
+class _CollectiveFailed(Exception):
+    """A collective with the other torchrun ranks failed or timed out (one line, exit 4)."""
+
+
+def _collective_failure(error: RuntimeError, minutes: float) -> str | None:
+    """The one line of a collective that failed or timed out under torchrun, naming the
+    rank, where torchgarden called it and the timeout; None for any other error."""
+    dist = sys.modules.get("torch.distributed")
+    text = str(error)
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or not (
+            (dist is not None and isinstance(error, dist.DistError))
+            or "gloo" in text or "NCCL" in text):
+        return None
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "torchgarden" in f.filename]
+    where = f" in {frames[-1].name} ({os.path.basename(frames[-1].filename)})" if frames else ""
+    reason = " ".join(text.split("]", 1)[-1].split()) if text.startswith("[") else _message(error)
+    return (f"rank {os.environ.get('RANK', '?')}: a collective with the other ranks failed"
+            f"{where}: {reason} (runtime.distributed_timeout={minutes:g} min); with torchrun "
+            "--max-restarts the job restarts from its newest checkpoint.")
 
 
 def _write_failure(error: OSError, model_dir: str) -> str:
@@ -258,4 +288,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.verbose:
                 traceback.print_exc()
             return _fail(_message(error))
+        if isinstance(error, _CollectiveFailed):
+            if args.verbose:
+                traceback.print_exc()
+            print(f"torchgarden: error: {error}", file=sys.stderr)
+            return EXIT_COLLECTIVE
         raise

@@ -127,6 +127,11 @@ class RuntimeConfig(Config):
     torch's default."""
     backend: str | None = None
     """Process-group backend; None picks nccl on CUDA, else gloo."""
+    distributed_timeout: float = 10.0
+    """Minutes a rank waits for the others in any collective (joining the process group,
+    all-reduces, checkpoint gathers) before it fails with one line, so a hang becomes an
+    exit that `torchrun --max-restarts` restarts from; raise it when one rank may work
+    alone that long between collectives (docs/distributed.md)."""
     trackers: list[str] = _field(default_factory=lambda: ["tensorboard"])
     """Where summaries go: any of "tensorboard" (event files under `model_dir`), "mlflow"
     (`pip install torchgarden[mlflow]`) and "wandb" (`pip install torchgarden[wandb]`)."""
@@ -156,6 +161,7 @@ class RuntimeConfig(Config):
             require(self, "loss_scale", scale > 0, 'None, "dynamic" or a positive number')
         choose(self, "compile_mode", _COMPILE_MODES)
         choose(self, "matmul_precision", ("highest", "high", "medium"))
+        require(self, "distributed_timeout", self.distributed_timeout > 0, "> 0 (minutes)")
         threads, seed = self.num_threads, self.seed
         require(self, "num_threads", threads is None or threads >= 1, ">= 1 or None")
         require(self, "seed", seed is None or 0 <= seed < 2**32, "in [0, 2**32 - 1] or None")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         broadcast_object,
         get_rank,
         get_world_size,
+        group_timeout,
         is_chief,
         is_distributed,
         max_over_ranks,

@@ -7,6 +7,7 @@ same order; called on rank 0 only, they hang the job.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -15,7 +16,7 @@ import torch.distributed as dist
 
 __all__ = [
     "all_gather_list", "all_gather_object", "barrier", "broadcast_object", "get_rank",
-    "get_world_size", "is_chief", "is_distributed", "max_over_ranks",
+    "get_world_size", "group_timeout", "is_chief", "is_distributed", "max_over_ranks",
 ]
 
 T = TypeVar("T")
@@ -30,6 +31,16 @@ def _device() -> torch.device:
     if dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def group_timeout() -> datetime.timedelta | None:
+    """The default process group's timeout (``runtime.distributed_timeout``), for the groups
+    made beside it (``new_group`` would otherwise wait torch's 30 minutes); None without
+    one."""
+    try:  # Where torch keeps it: the backend's options.
+        return dist.group.WORLD._get_backend(_device()).options._timeout
+    except (AttributeError, RuntimeError, ValueError):
+        return None
 
 
 def get_rank() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import os
 import random
@@ -119,8 +120,7 @@ def setup_runtime(config: RuntimeConfig) -> RuntimeContext:
         if not dist.is_initialized():
             if device.type == "cuda":
                 torch.cuda.set_device(device)
-            dist.init_process_group(
-                backend=config.backend or ("nccl" if device.type == "cuda" else "gloo"))
+            _join_process_group(config, device)
             owns_group = True
         world_size, rank = dist.get_world_size(), dist.get_rank()
     elif int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -134,6 +134,33 @@ def setup_runtime(config: RuntimeConfig) -> RuntimeContext:
         local_rank=local_rank, autocast_dtype=precision_dtype(config.mixed_precision_dtype),
         owns_process_group=owns_group,
     )
+
+
+def _join_process_group(config: RuntimeConfig, device: torch.device) -> None:
+    """``init_process_group`` with ``runtime.distributed_timeout`` for every collective.
+
+    Under torchrun on one node, the group's keys are namespaced by the restart attempt:
+    torchrun's agent keeps one store for all its restarts (``TORCHELASTIC_USE_AGENT_STORE``;
+    pytorch/pytorch#135712), so a restarted rank could read a dead peer's address left by
+    the previous attempt and wait for it (5 of 8 rounds of tests/distributed/
+    test_elastic_restart.py without the prefix). Several nodes count their restarts
+    apart, so there the keys stay shared and the timeout bounds such a wait.
+    """
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(minutes=config.distributed_timeout)
+    backend = config.backend or ("nccl" if device.type == "cuda" else "gloo")
+    env = os.environ
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and env.get("GROUP_WORLD_SIZE") == "1":
+        world_size = int(env["WORLD_SIZE"])
+        store = dist.PrefixStore(
+            f"torchgarden/restart_{env.get('TORCHELASTIC_RESTART_COUNT', '0')}",
+            dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), world_size,
+                          is_master=False, timeout=timeout))
+        dist.init_process_group(backend=backend, store=store, rank=int(env["RANK"]),
+                                world_size=world_size, timeout=timeout)
+    else:
+        dist.init_process_group(backend=backend, timeout=timeout)
 
 
 def seed_host_rngs(seed: int) -> None:

@@ -84,6 +84,7 @@ def test_summary_interval_must_be_a_multiple_with_suggestion():
         ("runtime.loss_scale=dynamc", r"'dynamc' is not one of dynamic"),
         ("runtime.compile_mode=max_autotune", r"did you mean 'max-autotune'"),
         ("runtime.num_threads=0", r"runtime\.num_threads must be >= 1"),
+        ("runtime.distributed_timeout=0", r"runtime\.distributed_timeout must be > 0 \(minutes\)"),
     ],
 )
 def test_checks_reject_bad_values(override, message):
