@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchgarden.checkpoint import _direct, dcp, layout
+from torchgarden.checkpoint import _direct, layout
 from torchgarden.checkpoint.errors import (
     CheckpointError,
     CorruptCheckpointError,
@@ -115,6 +115,8 @@ def read_state(
     """
     meta = layout.read_manifest(path)
     if layout.is_sharded(meta):
+        from torchgarden.checkpoint import dcp  # torch.distributed.checkpoint: 0.4 s to import.
+
         state = dcp.read_state(path, meta, hashes=hashes)
     else:  # With hashes, the files are checked on a second thread while torch.load reads.
         state = _direct.load_state(path, verify_files=hashes)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from torchgarden.checkpoint import _direct, dcp, layout
+from torchgarden.checkpoint import _direct, layout
 from torchgarden.checkpoint.checkpoint import _key_problems
 from torchgarden.checkpoint.errors import CheckpointMismatchError
 from torchgarden.distribute.sharding import shard_like
@@ -39,6 +39,8 @@ def _read_weights(resolved: str, item: str, verify: bool) -> Mapping[str, Any]:
             "; point task.init_checkpoint at a ckpt-<N> directory, a model_dir or a .pt file"))
     elif (os.path.isfile(os.path.join(resolved, layout.META_FILE))
           and layout.is_sharded(layout.read_meta(resolved))):
+        from torchgarden.checkpoint import dcp  # torch.distributed.checkpoint: only for DCP.
+
         if verify:
             layout.verify(resolved, check_step=False)
         state = dcp.read_full_state(resolved, [item])  # Only this item's tensors.

@@ -21,7 +21,6 @@ from torchgarden.checkpoint import CheckpointManager, CheckpointMismatchError
 from torchgarden.config import ExperimentConfig
 from torchgarden.config.multitask import MultiEvalExperimentConfig
 from torchgarden.core import Task, Trainer
-from torchgarden.export import start_export
 from torchgarden.loop import Controller
 from torchgarden.multitask import MultiTask
 from torchgarden.registry import get_task
@@ -180,6 +179,8 @@ def build_export_callback(
     exporter = trainer.checkpoint_exporter
     if not params.trainer.export_on_best or exporter is None or not trainer.runtime.is_chief:
         return None
+    from torchgarden.export import start_export  # torch.export and ONNX: only when asked for.
+
     return ExportOnBest(best_exporter=exporter, start=functools.partial(start_export, model_dir),
                         max_to_keep=params.trainer.max_to_keep)
 

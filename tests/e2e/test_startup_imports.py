@@ -1,0 +1,42 @@
+"""A default run imports what it uses: the 1-step digits run pinned module by module.
+
+Every `train`, `eval`, `export` and `predict` pays its imports before its first step (issue
+24). Heavy libraries a default run does not use stay out: scikit-learn (and SciPy; the
+digits file is read directly), torch.distributed.checkpoint (the sharded format only),
+torch.export / ONNX (export only), the model libraries, plotting, the trackers. torch
+itself imports `torch._dynamo` the first time an optimizer is built (its `__init__` is
+wrapped in `torch._disable_dynamo`), so that one is paid by any training script.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+#: Top-level packages (or module prefixes) a default 1-step run must not import.
+NOT_IMPORTED = (
+    "sklearn", "scipy", "pandas", "torch.distributed.checkpoint", "torchgarden.export",
+    "onnx", "onnxruntime", "onnxscript", "transformers", "datasets", "torchdata", "torchvision",
+    "timm", "matplotlib", "PIL", "pycocotools", "torchmetrics", "mlflow", "wandb", "safetensors",
+)
+
+
+def test_a_default_one_step_run_imports_only_what_it_uses(tmp_path):
+    script = (
+        "import json, sys\n"
+        "from torchgarden.cli.main import main\n"
+        "status = main(['train', '--experiment', 'image_classification', '--mode', 'train',\n"
+        f"              '--model_dir', {str(tmp_path / 'run')!r},\n"
+        "              '--params_override', 'trainer.train_steps=1'])\n"
+        "print(json.dumps({'status': status, 'modules': sorted(sys.modules)}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == 0, done.stderr
+    modules = result["modules"]
+    found = [m for m in modules for banned in NOT_IMPORTED
+             if m == banned or m.startswith(banned + ".")]
+    assert not found, f"a default run imported {sorted({m.split('.')[0] for m in found})}: {found[:8]}"
+    assert "torchgarden.tasks.image_classification" in modules  # (The probe ran the run.)
