@@ -11,11 +11,13 @@ before any trial writes; Optuna is imported only by this subcommand.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import multiprocessing
 import os
 import signal
 import sys
+import warnings
 from typing import Any
 
 __all__ = ["COMMANDS", "add_parser", "command_tune"]
@@ -138,6 +140,9 @@ def command_tune(args: argparse.Namespace) -> int:
 
     if not getattr(args, "verbose", False):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        # Heartbeats and re-attaching a trial are "experimental" in Optuna; said once here.
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
     if args.summary:
         return _summary(args)
     from torchgarden.tune.study import open_study
@@ -173,10 +178,8 @@ def _run_workers(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> None:
     """A worker process: ``torchgarden tune`` for one trial at a time."""
-    try:  # Linux: SIGKILL when the parent dies, however it dies.
+    with contextlib.suppress(OSError, AttributeError):  # Linux: SIGKILL when the parent dies.
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
     if os.getppid() == 1:  # The parent died before prctl.
         sys.exit(128 + signal.SIGKILL)
     from torchgarden.cli.main import _dispatch

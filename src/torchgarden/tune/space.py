@@ -232,10 +232,9 @@ def _check_fits(parameter: Parameter, base: ExperimentConfig) -> None:
             config.override({key: value})
         except ConfigError as error:
             if parameter.kind in ("uniform", "log_uniform") and _holds_int(base, key):
+                log = ", log: true" if parameter.kind == "log_uniform" else ""
                 raise ConfigError(f"{key} is an integer; {parameter.kind} draws floats: use "
-                                  f"{{int: [{int(parameter.low)}, {int(parameter.high)}]}}"
-                                  + (", log: true" if parameter.kind == "log_uniform" else "")
-                                  ) from None
+                                  f"{{int: [low, high]{log}}} with integer ends") from None
             raise ConfigError(f"{parameter.kind} does not fit {key}: {error}") from None
         try:
             config.validate()

@@ -162,10 +162,14 @@ def _storage(spec: StudySpec) -> Any:
     import optuna
 
     engine = {"connect_args": {"timeout": 120}} if spec.storage.startswith("sqlite") else {}
-    retry = optuna.storages.RetryFailedTrialCallback(max_retry=None,
+    # Optuna 4.9 renamed the retry callback and its argument; 4.0-4.8 have the old names.
+    new = hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
+    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback" if new
+                    else "RetryFailedTrialCallback")(max_retry=None,
                                                      inherit_intermediate_values=True)
     beat = {"heartbeat_interval": spec.heartbeat, "grace_period": 2 * spec.heartbeat,
-            "failed_trial_callback": retry} if spec.heartbeat > 0 else {}
+            "heartbeat_stale_trial_callback" if new else "failed_trial_callback": retry,
+            } if spec.heartbeat > 0 else {}
     try:
         return optuna.storages.RDBStorage(spec.storage, engine_kwargs=engine, **beat)
     except Exception as error:  # SQLAlchemy's, a missing driver's: one line, exit 2.
