@@ -182,9 +182,16 @@ def _worker(args: argparse.Namespace) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() == 1:  # The parent died before prctl.
         sys.exit(128 + signal.SIGKILL)
-    from torchgarden.cli.main import _dispatch
+    from torchgarden.train_lib.experiment import bad_input_errors
 
-    sys.exit(_dispatch(args))
+    try:
+        status = command_tune(args)
+    except KeyboardInterrupt:
+        status = 128 + signal.SIGINT
+    except bad_input_errors() as error:  # As the command's own process reports it.
+        print(f"torchgarden: error: {' '.join(str(error).split())}", file=sys.stderr)
+        status = 2
+    sys.exit(status)
 
 
 COMMANDS = {"tune": command_tune}

@@ -18,12 +18,11 @@ from typing import Any
 import yaml
 
 from torchgarden.config import ConfigError, ExperimentConfig
+from torchgarden.report.study import TRIALS_FILE
 
 __all__ = ["StudySpec", "TRIALS_FILE", "open_study", "trial_dir_name", "trial_rows",
            "write_results"]
 
-#: The trials table a study directory keeps (``torchgarden report D`` reads it).
-TRIALS_FILE = "trials.json"
 _SPEC_FILE = "tune.yaml"
 _ATTR = "torchgarden"
 

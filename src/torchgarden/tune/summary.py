@@ -1,41 +1,14 @@
-"""The trials table as text: what ``torchgarden tune --summary`` prints.
-
-It reads the table ``write_results`` keeps (``trials.json``); Optuna is not imported.
-"""
+"""The trials table as text: what ``torchgarden tune --summary`` prints (from the table
+``write_results`` keeps, ``trials.json``; read by ``torchgarden.report.study``)."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from typing import Any
 
-from torchgarden.tune.study import TRIALS_FILE
+from torchgarden.report.study import read_trials, short_names
 
 __all__ = ["format_summary", "read_trials", "short_names"]
-
-
-def read_trials(study_dir: str) -> dict[str, Any] | None:
-    """The table of ``study_dir/trials.json``; None when it holds no study."""
-    path = os.path.join(study_dir, TRIALS_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def short_names(keys: list[str]) -> dict[str, str]:
-    """The shortest dotted suffix of each key that no other key shares."""
-    names = {}
-    for key in keys:
-        parts = key.split(".")
-        for n in range(1, len(parts) + 1):
-            name = ".".join(parts[-n:])
-            if not any(other != key and other.endswith("." + name) or other == name
-                       for other in keys if other != key):
-                break
-        names[key] = name
-    return names
 
 
 def _text(value: Any) -> str:
