@@ -8,11 +8,14 @@ trial, read by ``torchgarden report D``) and ``best/params.yaml`` (the best tria
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -20,8 +23,8 @@ import yaml
 from torchgarden.config import ConfigError, ExperimentConfig
 from torchgarden.report.study import TRIALS_FILE
 
-__all__ = ["StudySpec", "TRIALS_FILE", "open_study", "trial_dir_name", "trial_rows",
-           "write_results"]
+__all__ = ["StudySpec", "TRIALS_FILE", "open_study", "study_lock", "trial_dir_name",
+           "trial_rows", "write_results"]
 
 _SPEC_FILE = "tune.yaml"
 _ATTR = "torchgarden"
@@ -62,6 +65,21 @@ class StudySpec:
     pruner: str = "median"
     pruner_startup_trials: int = 5
     heartbeat: int = 60
+
+
+@contextlib.contextmanager
+def study_lock(study_dir: str) -> Iterator[None]:
+    """Holds ``<study_dir>/.claims/study.lock`` (``flock``; waits for the holder): the
+    processes of this host open the study and take trials one at a time."""
+    claims = os.path.join(study_dir, ".claims")
+    os.makedirs(claims, exist_ok=True)
+    fd = os.open(os.path.join(claims, "study.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def default_storage(study_dir: str) -> str:
@@ -135,26 +153,31 @@ def open_study(spec: StudySpec, space: dict[str, Any], base: ExperimentConfig) -
     identity = _identity(spec, space, base)
     _check_study_dir(spec, identity)
     created = not os.path.exists(spec.study_dir)
-    os.makedirs(spec.study_dir, exist_ok=True)
     try:
-        study = optuna.create_study(storage=_storage(spec), study_name=spec.study_name,
-                                    direction=spec.direction, load_if_exists=True)
-        _compare(f"study {spec.study_name!r} in --storage {_mask(spec.storage)}",
-                 study.user_attrs.get(_ATTR, {}), identity)
+        with study_lock(spec.study_dir):  # SQLite: one process creates the tables.
+            study = optuna.create_study(storage=_storage(spec), study_name=spec.study_name,
+                                        direction=spec.direction, load_if_exists=True)
+            _compare(f"study {spec.study_name!r} in --storage {_mask(spec.storage)}",
+                     study.user_attrs.get(_ATTR, {}), identity)
+            _record(study, spec, identity)
     except BaseException:
         if created:
             shutil.rmtree(spec.study_dir, ignore_errors=True)
         raise
+    return study
+
+
+def _record(study: Any, spec: StudySpec, identity: dict[str, Any]) -> None:
+    """Records what the study searches, in the storage and in ``tune.yaml``."""
+    from torchgarden.utils.files import atomic_write_text
+
     if _ATTR not in study.user_attrs:
         study.set_user_attr(_ATTR, identity)
     recorded = os.path.join(spec.study_dir, _SPEC_FILE)
     if not os.path.isfile(recorded):
-        from torchgarden.utils.files import atomic_write_text
-
         atomic_write_text(recorded, yaml.safe_dump(
             {"study_name": spec.study_name, "storage": _mask(spec.storage),
              "identity": identity}, sort_keys=False))
-    return study
 
 
 def _storage(spec: StudySpec) -> Any:

@@ -32,7 +32,7 @@ from typing import Any
 from torchgarden.callbacks.base import Callback
 from torchgarden.config import ConfigError, ExperimentConfig
 from torchgarden.tune.space import SearchSpace
-from torchgarden.tune.study import StudySpec, trial_dir_name, write_results
+from torchgarden.tune.study import StudySpec, study_lock, trial_dir_name, write_results
 from torchgarden.utils.metric_path import find_metric, has_metric, metric_paths
 
 __all__ = ["ReportToStudy", "run_trials"]
@@ -80,10 +80,9 @@ def run_trials(spec: StudySpec, space: SearchSpace, base: ExperimentConfig, stud
 
     study.pruner = _pruner(spec, base)
     claims = os.path.join(spec.study_dir, ".claims")
-    os.makedirs(claims, exist_ok=True)
     finished = 0
     while True:
-        with _locked(os.path.join(claims, "study.lock")):
+        with study_lock(spec.study_dir):
             if spec.heartbeat > 0:
                 optuna.storages.fail_stale_trials(study)
             taken = _adopt(study, claims) or _ask(study, spec, claims)
@@ -108,16 +107,6 @@ def _claim(claims: str, number: int) -> int | None:
         os.close(fd)
         return None
     return fd
-
-
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # Waits for the process taking a trial now.
-        yield
-    finally:
-        os.close(fd)
 
 
 def _adopt(study: Any, claims: str) -> tuple[Any, int] | None:
