@@ -158,3 +158,24 @@ def test_two_processes_on_one_sqlite_study_run_disjoint_trials(tmp_path):
     assert ran[0] | ran[1] == {str(n) for n in range(6)}
     trials = _trials(study_dir)
     assert [t["state"] for t in trials] == ["complete"] * 6
+
+
+def test_a_trial_whose_heartbeat_stopped_on_another_host_is_requeued_into_its_run(tmp_path):
+    study_dir = tmp_path / "study"
+    assert _tune(tmp_path, study_dir, "--trials", "0", "--heartbeat", "1") == 0
+    storage = optuna.storages.RDBStorage(f"sqlite:///{study_dir}/study.db",
+                                         heartbeat_interval=1, grace_period=2)
+    study = optuna.load_study(study_name="study", storage=storage)
+    trial = study.ask()  # A process on another machine draws a trial, then dies.
+    params = {LR: trial.suggest_float(LR, 1e-7, 1e-1, log=True),
+              "trainer.optimizer_config.optimizer.sgd.momentum":
+                  trial.suggest_float("trainer.optimizer_config.optimizer.sgd.momentum", 0.0,
+                                      0.9)}
+    storage.set_trial_system_attr(trial._trial_id, "torchgarden.host", "elsewhere")
+    storage.record_heartbeat(trial._trial_id)
+    time.sleep(3.5)  # SQLite keeps whole seconds: more than the 2 s grace period.
+    assert _tune(tmp_path, study_dir, "--trials", "1", "--heartbeat", "1") == 0
+    trials = _trials(study_dir)
+    assert [t["state"] for t in trials] == ["fail", "complete"]
+    assert trials[1]["params"] == params and trials[1]["dir"] == "trial-0"
+    assert not (study_dir / "trial-1").exists()

@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="a trial's value: its best validation result or its last.")
     tune.add_argument("--sampler", choices=("tpe", "random"), default="tpe")
     tune.add_argument("--seed", type=int, default=0,
-                      help="sampler seed; trial n's sampler uses seed + n (default 0).")
+                      help="sampler seed; the n-th trial drawn uses seed + n (default 0).")
     tune.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
     tune.add_argument("--pruner_startup_trials", type=int, default=5,
                       help="median pruner: finished trials before it prunes (default 5).")

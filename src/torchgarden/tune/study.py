@@ -44,7 +44,7 @@ class StudySpec:
         objective: ``"best"`` (the best validation value of the trial) or ``"last"``.
         trials: Finished (complete + pruned) trials wanted in the study, all processes
             together.
-        sampler: ``"tpe"`` or ``"random"``; seeded with ``seed + trial number``.
+        sampler: ``"tpe"`` or ``"random"``; the n-th trial drawn is seeded ``seed + n``.
         seed: The sampler seed.
         pruner: ``"median"``, ``"hyperband"`` or ``"none"``.
         pruner_startup_trials: Median pruner: finished trials before it prunes.

@@ -40,6 +40,7 @@ __all__ = ["ReportToStudy", "run_trials"]
 _logger = logging.getLogger("torchgarden")
 _HOST = "torchgarden.host"
 _PRUNED_AT = "pruned_at"
+_RETRY = "failed_trial"  # Optuna's mark on a trial re-queued after a heartbeat stopped.
 #: A RUNNING trial with no host recorded yet is left alone this long (seconds).
 _UNCLAIMED_GRACE = 60.0
 
@@ -83,9 +84,10 @@ def run_trials(spec: StudySpec, space: SearchSpace, base: ExperimentConfig, stud
     finished = 0
     while True:
         with study_lock(spec.study_dir):
-            if spec.heartbeat > 0:
+            taken = _adopt(study, claims)
+            if taken is None and spec.heartbeat > 0:  # Another host's silent trials.
                 optuna.storages.fail_stale_trials(study)
-            taken = _adopt(study, claims) or _ask(study, spec, claims)
+            taken = taken or _ask(study, spec, claims)
         if taken is None:
             return finished
         trial, claim = taken
@@ -137,25 +139,26 @@ def _ask(study: Any, spec: StudySpec, claims: str) -> tuple[Any, int] | None:
     done = count[TrialState.COMPLETE] + count[TrialState.PRUNED]
     if not count[TrialState.WAITING] and done + count[TrialState.RUNNING] >= spec.trials:
         return None
-    study.sampler = _sampler(spec, len(trials))
+    # Seeded by how many trials were drawn before (re-queued copies are not drawn), so a
+    # study interrupted and resumed draws what an uninterrupted one draws.
+    study.sampler = _sampler(spec, sum(_RETRY not in t.system_attrs for t in trials))
     trial = study.ask()
     study._storage.set_trial_system_attr(trial._trial_id, _HOST, socket.gethostname())
-    if trial.number != len(trials):  # Another host asked meanwhile: seed by the number.
-        study.sampler = _sampler(spec, trial.number)
     claim = _claim(claims, trial.number)
     if claim is None:  # Unreachable: numbers are unique and nobody else claims a new one.
         raise RuntimeError(f"trial {trial.number} is claimed by another process.")
     return trial, claim
 
 
-def _sampler(spec: StudySpec, number: int) -> Any:
-    """Trial ``number``'s sampler, seeded ``seed + number``: a trial's parameters depend on
-    the seed and the finished trials only, not on which process drew them or when."""
+def _sampler(spec: StudySpec, drawn: int) -> Any:
+    """The sampler of the trial drawn after ``drawn`` others, seeded ``seed + drawn``: a
+    trial's parameters depend on the seed and the finished trials only, not on which
+    process drew them or when."""
     import optuna
 
     if spec.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=spec.seed + number)
-    return optuna.samplers.TPESampler(seed=spec.seed + number)
+        return optuna.samplers.RandomSampler(seed=spec.seed + drawn)
+    return optuna.samplers.TPESampler(seed=spec.seed + drawn)
 
 
 def _pruner(spec: StudySpec, base: ExperimentConfig) -> Any:
