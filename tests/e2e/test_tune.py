@@ -115,6 +115,14 @@ def _command(tmp_path, study_dir, trials, *flags, steps=200):
             "trainer.checkpoint_interval=50", *flags]
 
 
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return "zombie" not in status.read().lower()
+    except FileNotFoundError:
+        return False
+
+
 def _env():
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
@@ -179,3 +187,28 @@ def test_a_trial_whose_heartbeat_stopped_on_another_host_is_requeued_into_its_ru
     assert [t["state"] for t in trials] == ["fail", "complete"]
     assert trials[1]["params"] == params and trials[1]["dir"] == "trial-0"
     assert not (study_dir / "trial-1").exists()
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_command_with_workers_kills_them_and_the_rerun_resumes_both(tmp_path):
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    subprocess.run(_command(tmp_path, whole, 5, steps=400), check=True, env=_env(),
+                   capture_output=True)
+    process = subprocess.Popen(_command(tmp_path, killed, 5, "--workers", "2", steps=400),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+    deadline = time.monotonic() + 300
+    while not (killed / "trial-0" / "ckpt-200").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True,
+                              text=True).stdout.split()
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    time.sleep(1.0)
+    assert children and not [pid for pid in children if _alive(pid)]  # Died with it.
+    rerun = subprocess.run(_command(tmp_path, killed, 5, "--workers", "2", steps=400),
+                           env=_env(), capture_output=True, text=True, check=True)
+    assert "trial 0 (resumed)" in rerun.stdout
+    a, b = _trials(whole), _trials(killed)
+    assert [(t["number"], t["state"], t["params"], t["steps"]) for t in a] == [
+        (t["number"], t["state"], t["params"], t["steps"]) for t in b]
+    assert [t["objective"] for t in a] == pytest.approx([t["objective"] for t in b], rel=1e-6)

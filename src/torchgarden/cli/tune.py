@@ -173,7 +173,12 @@ def _run_workers(args: argparse.Namespace) -> int:
         worker.start()
     for worker in workers:
         worker.join()
-    return next((w.exitcode for w in workers if w.exitcode), 0)
+    for worker in workers:
+        if worker.exitcode and worker.exitcode < 0:  # Killed: its trial waits for a rerun.
+            print(f"torchgarden: {worker.name} was killed (signal {-worker.exitcode}); rerun "
+                  "the same command to resume its trial.", file=sys.stderr, flush=True)
+    codes = [w.exitcode if w.exitcode >= 0 else 128 - w.exitcode for w in workers]
+    return next((code for code in codes if code), 0)
 
 
 def _worker(args: argparse.Namespace) -> None:
