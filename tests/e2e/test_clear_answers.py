@@ -101,3 +101,27 @@ def test_python_checkpoint_mismatch_names_the_python_remedy():
     saved = Checkpoint(model=torch.nn.Linear(2, 2)).state_dict()
     with pytest.raises(CheckpointMismatchError, match="in Python, .*strict=False"):
         Checkpoint(model=torch.nn.Sequential(torch.nn.Linear(2, 2))).load_state_dict(saved)
+
+
+def test_a_resumed_run_says_which_settings_changed(capsys, trained, tmp_path):
+    import shutil
+
+    model_dir = str(tmp_path / "run")
+    shutil.copytree(trained, model_dir)
+    assert main(["train", *TOY, "--mode", "train", "--model_dir", model_dir, "--params_override",
+                 f"{SHORT},trainer.train_steps=15,task.train_data.global_batch_size=16"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "resuming" in line]
+    assert lines == ["torchgarden: resuming ckpt-10 under settings changed since it was "
+                     "written: task.train_data.global_batch_size: 32 -> 16; "
+                     "trainer.train_steps: 10 -> 15 (the model is the same; these apply from "
+                     "here on)."]
+
+
+def test_a_run_resumed_as_it_was_says_nothing_of_changes(capsys, trained, tmp_path):
+    import shutil
+
+    model_dir = str(tmp_path / "run")
+    shutil.copytree(trained, model_dir)
+    assert main(["train", *TOY, "--mode", "train", "--model_dir", model_dir,
+                 "--params_override", SHORT]) == 0
+    assert "resuming" not in capsys.readouterr().out
