@@ -40,7 +40,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         help="replace an existing torchgarden export at --output.")
     export.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="module to import first (registers your task).")
-    export.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
 
     predict = sub.add_parser("predict", help="top-k labels of images from a classifier export.")
     predict.add_argument("--export", dest="export_dir", required=True, metavar="DIR",
@@ -49,7 +48,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     predict.add_argument("--runtime", choices=("pt2", "onnx"), default="pt2",
                          help="run model.pt2 with torch (default) or model.onnx with "
                               "onnxruntime.")
-    predict.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
 
 
 def _size(num_bytes: int) -> str:

@@ -27,7 +27,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="also write each chart as DIR/<split>_<tag>.png "
                              "(needs matplotlib: pip install 'torchgarden[report]').")
     report.add_argument("--title", default="torchgarden report", help="the page's title.")
-    report.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
 
 
 def command_report(args: argparse.Namespace) -> int:

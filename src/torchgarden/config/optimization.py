@@ -17,8 +17,10 @@ and their `OptimizerConfig` live in `torchgarden.config.optimizers`.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from torchgarden.config.base import Config
+from torchgarden.config.errors import ConfigError
 from torchgarden.config.oneof import OneOfConfig
 from torchgarden.config.optimizers import OptimizerConfig
 
@@ -39,6 +41,20 @@ class ScheduleConfig(Config):
 
     name: str | None = None
     """Model Garden's display name of the schedule; accepted so pasted configs read, unused."""
+
+    def check(self) -> None:
+        """Every rate the user sets (``*learning_rate``, the ``values`` of piecewise
+        schedules) must be finite and >= 0; the error names that field and its value."""
+        for field in dataclasses.fields(self):
+            name, rates = field.name, getattr(self, field.name)
+            if not (name.endswith("learning_rate") or name == "values"):
+                continue
+            for rate in rates if isinstance(rates, list) else [rates]:
+                # NaN is left to Config._validate, which says "is NaN" for every field.
+                if not (math.isfinite(rate) and rate >= 0 or math.isnan(rate)):
+                    key = self.field_path(name)
+                    raise ConfigError(f"{key} is {rates!r}; a learning rate must be finite and "
+                                      ">= 0", key=key)
 
 
 @dataclasses.dataclass

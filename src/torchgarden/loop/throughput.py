@@ -10,11 +10,12 @@ left out of the rates and counted by the ETA, which runs on the wall clock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -206,7 +207,8 @@ class ProfilerWindow:
                 activities=self._activities, record_shapes=True,
                 on_trace_ready=tensorboard_trace_handler(self.trace_dir, self._worker_name),
             )
-            self._profiler.__enter__()
+            with _kineto_quiet():
+                self._profiler.__enter__()
         else:  # Paused between the window's loops.
             self._profiler.toggle_collection_dynamic(True, self._activities)
         self._range = record_function(f"train_steps {step + 1}-{step + num_steps}")
@@ -232,6 +234,22 @@ class ProfilerWindow:
         path = os.path.join(self.trace_dir, written[-1]) if written else self.trace_dir
         _logger.info("profile of steps %d-%d written to %s", self.first_step, step, path)
         return path
+
+
+@contextlib.contextmanager
+def _kineto_quiet() -> Iterator[None]:
+    """Kineto (torch.profiler's backend) prints ``USDT: ... profiler_start``/``_stop`` to
+    stderr at each window, which reads like a failure: its documented switch,
+    ``KINETO_LOG_LEVEL``, read once when the first profiler starts, set above its highest
+    level for that start only. A level the user set, or ``--verbose``, is kept."""
+    if "KINETO_LOG_LEVEL" in os.environ or _logger.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    os.environ["KINETO_LOG_LEVEL"] = "6"  # Levels 0-5: verbose ... USDT.
+    try:
+        yield
+    finally:
+        os.environ.pop("KINETO_LOG_LEVEL", None)
 
 
 def _duration(seconds: float) -> str:

@@ -172,11 +172,13 @@ def build_lr_schedule(params: ExperimentConfig, *, chief: bool = True) -> Any:
     for step in sorted({0, cfg.train_steps // 2, cfg.train_steps}):
         rate = float(schedule(step))
         if not (math.isfinite(rate) and rate >= 0):
-            raise ConfigError(
-                f"trainer.optimizer_config.learning_rate.{kind}: the learning rate at step "
-                f"{step} is {rate}; a learning rate must be finite and >= 0",
-                key="trainer.optimizer_config.learning_rate",
-            )
+            key = f"trainer.optimizer_config.learning_rate.{kind}"
+            chosen = cfg.optimizer_config.learning_rate.get()
+            values = ", ".join(f"{name}={value!r}" for name, value in chosen.as_dict().items()
+                               if name != "name")
+            raise ConfigError(  # Each field was valid alone (ScheduleConfig.check).
+                f"{key}: {values} give the learning rate {rate} at step {step}; a learning "
+                "rate must be finite and >= 0", key=key)
     end = _decay_end(schedule)
     if chief and end is not None and end < cfg.train_steps:
         _logger.warning(

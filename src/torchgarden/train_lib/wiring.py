@@ -240,10 +240,14 @@ def build_controller(
         latest = run.checkpoint_manager.latest_checkpoint
         if latest is None:  # From task.init_checkpoint, whose message says what to fix.
             raise
+        from torchgarden.checkpoint.checkpoint import STRICT_HINT
+
+        problem = str(e).replace(STRICT_HINT, "").rstrip(". ")  # No strict= to pass here.
         raise CheckpointMismatchError(
-            f"{str(e).rstrip('. ')}. It cannot be resumed under this config: use a new "
-            f"model_dir (with task.init_checkpoint={latest} to start from its weights) or "
-            "the config it was written with.") from e
+            f"{problem}. It cannot be resumed under this config: use a new model_dir (with "
+            f"task.init_checkpoint={latest} to start from its weights: --params_override on "
+            "the command line, params.task.init_checkpoint in Python) or the config it was "
+            "written with.") from e
 
 
 def _run_callbacks(run: Run, params: ExperimentConfig,
