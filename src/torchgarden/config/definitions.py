@@ -73,11 +73,17 @@ class DataConfig(Config):
 class TaskConfig(Config):
     """What is trained: model, data and initial weights. Subclass it per task."""
 
-    init_checkpoint: str = ""
-    """Checkpoint to initialise weights from on a fresh `model_dir`."""
-    init_checkpoint_modules: list[str] = _field(default_factory=list)
-    """Module-name prefixes to restore from `init_checkpoint` (e.g. `["backbone"]`);
-    empty restores everything."""
+    init_checkpoint: str | None = ""
+    """Weights to initialise the model from on a fresh `model_dir`: a torchgarden
+    checkpoint (a `ckpt-<N>` directory, a model_dir, a `.pt` state dict), a `.safetensors`
+    file, a `model.safetensors.index.json` or a Hugging Face model directory
+    (docs/fine_tuning.md); "" or null: none."""
+    init_checkpoint_modules: str | list[str] = _field(default_factory=list)
+    """Module-name prefixes to restore from `init_checkpoint`: a name (`backbone`) or a
+    list (`[backbone, decoder]`); `all`, "" or [] restore everything."""
+    init_checkpoint_prefix_map: dict[str, str] = _field(default_factory=dict)
+    """`{from_prefix: to_prefix}` renaming the keys of `init_checkpoint` before they are
+    matched (`{"": "model."}`: a library model's file into torchgarden's adapter)."""
     model: Config | None = None
     """The model's config; tasks annotate it with their own class."""
     train_data: DataConfig = _field(default_factory=DataConfig)
@@ -103,7 +109,8 @@ class TaskConfig(Config):
 
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""
-        if self.init_checkpoint_modules and not self.init_checkpoint:
+        if self.init_checkpoint_modules not in ("", "all", [], ["all"]) \
+                and not self.init_checkpoint:
             key = self.field_path("init_checkpoint_modules")
             raise ConfigError(
                 f"{key} ({self.init_checkpoint_modules}) restricts what task.init_checkpoint "

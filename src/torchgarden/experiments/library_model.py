@@ -39,8 +39,12 @@ class LibraryModelConfig(Config):
     ``hidden_size``, ``n_layer``, ...); the task fills in class counts, channels and
     lengths. Defaults to {} (the library's defaults)."""
     pretrained_path: str = ""
-    """A local ``.safetensors`` or state-dict file with the library model's weights;
-    empty = random initialisation. Nothing is downloaded. Defaults to ""."""
+    """Local weights of the library model itself (its own key names): a ``.safetensors``
+    file, a ``model.safetensors.index.json``, a state-dict file or a Hugging Face model
+    directory, whose ``config.json`` gives the architecture (``library_config`` overrides
+    it); loaded when the model is built. ``task.init_checkpoint`` instead loads into the
+    whole task model, on a fresh model_dir only (docs/fine_tuning.md). Empty = random
+    initialisation. Nothing is downloaded. Defaults to ""."""
     ignore_mismatched_sizes: bool = False
     """Keep freshly initialised weights where the file's shapes differ (a new
     classifier head) instead of failing. Defaults to False."""
