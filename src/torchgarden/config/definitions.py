@@ -13,6 +13,7 @@ from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.errors import choose as _choose
 from torchgarden.config.errors import require as _require
+from torchgarden.config.finetuning import ParamRuleConfig, UnfreezeStepConfig, check_fine_tuning
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -189,6 +190,23 @@ class TrainerConfig(Config):
     profile_steps: list[int] = _field(default_factory=list)
     """`[first, last]`: record train steps first..last (1-based global steps) with `torch.profiler`
     into `model_dir/profile/` (Chrome trace, TensorBoard profile plugin); [] records nothing."""
+    freeze: list[str] = _field(default_factory=list)
+    """Regexes (`re.search`) of parameter names that do not train: no gradient, no
+    optimizer state (docs/fine_tuning.md). [] trains every parameter."""
+    unfreeze_at_step: int | None = None
+    """Global step from which every `freeze` parameter trains; None: frozen throughout."""
+    unfreeze_schedule: list[UnfreezeStepConfig] = _field(default_factory=list)
+    """`[{step, patterns}, ...]`: from each step, the frozen parameters matching its
+    patterns (all with []) train."""
+    freeze_batch_norm_stats: bool = True
+    """A BatchNorm whose parameters are all frozen runs in eval mode (its running
+    statistics stay fixed, as Keras' `trainable = False`); False keeps updating them."""
+    param_rules: list[ParamRuleConfig] = _field(default_factory=list)
+    """`[{pattern, lr_mult, decay_mult}, ...]`: per-parameter multipliers of the learning
+    rate and weight decay (MMEngine's `paramwise_cfg`); the first matching rule applies."""
+    layerwise_lr_decay: float = 1.0
+    """Layer-wise learning-rate decay of transformer encoders: layer i of L (read from the
+    parameter name) trains at `decay ** (L + 1 - i)` times the rate; 1.0: off."""
 
     def check(self) -> None:
         """Checks intervals, step counts and the best-checkpoint comparison."""
@@ -226,6 +244,7 @@ class TrainerConfig(Config):
         steps_ok = not steps or (len(steps) == 2 and 1 <= steps[0] <= steps[1])
         _require(self, "profile_steps", steps_ok, "[] or [first, last] with 1 <= first <= last "
                  "(e.g. [10, 15] records train steps 10 to 15)")
+        check_fine_tuning(self)
         key = self.field_path("preemption_signals")
         for name in self.preemption_signals:
             found = signal_named(name)

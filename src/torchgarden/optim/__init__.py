@@ -15,6 +15,7 @@ from torchgarden.optim.factory import (
     register_optimizer,
     set_learning_rate,
 )
+from torchgarden.optim.freezing import FreezeSchedule
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
@@ -41,6 +42,7 @@ __all__ = [
     "CosineDecay",
     "ExponentialDecay",
     "ExponentialMovingAverage",
+    "FreezeSchedule",
     "InverseTimeDecay",
     "LAMB",
     "LARS",

@@ -7,6 +7,7 @@ built objects and returns a new object; nothing else in torchgarden reads an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -44,6 +45,7 @@ __all__ = [
     "build_eval_inputs",
     "build_eval_metrics",
     "build_forward_model",
+    "build_freeze_schedule",
     "build_inputs",
     "build_lr_schedule",
     "build_step_plan",
@@ -83,9 +85,12 @@ def create_trainer(
     trainer_cls = trainer_cls or Trainer
     model = task.build_model().to(runtime.device)
     schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
-    optimizer = create_optimizer(params, task, model) if train else None
+    freeze = build_freeze_schedule(params, model, runtime) if train else None
+    with _ever_trainable(freeze):
+        optimizer = create_optimizer(params, task, model) if train else None
     eager_model = build_forward_model(model, runtime, optimizer)
-    ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
+    with _ever_trainable(freeze):
+        ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
     plan, step_fn = StepPlan(), None
     if train:
         plan, step_fn = build_step_plan(params, task, eager_model, optimizer, runtime,
@@ -107,11 +112,41 @@ def create_trainer(
         forward_model=forward_model,
         plan=plan,
         checkpoint_items=getattr(model, "checkpoint_items", None) or {},
+        **({"freeze": freeze} if freeze is not None else {}),
         checkpoint_exporter=maybe_create_best_ckpt_exporter(
             params, model_dir if train or not model_dir else eval_dir(model_dir), runtime
         ),
         runtime=runtime,
     )
+
+
+def build_freeze_schedule(params: ExperimentConfig, model: nn.Module,
+                          runtime: RuntimeContext) -> optim.FreezeSchedule | None:
+    """``trainer.freeze`` and its unfreeze schedule, or None when nothing is frozen.
+
+    Raises:
+        ConfigError: A schedule the run cannot follow: under ``runtime.enable_xla`` (the
+            compiled step binds the trainable parameters once) or several processes (DDP
+            buckets them once).
+    """
+    cfg = params.trainer
+    if not cfg.freeze:
+        return None
+    unfreeze = [(s.step, s.patterns) for s in cfg.unfreeze_schedule]
+    if cfg.unfreeze_at_step is not None:
+        unfreeze.append((cfg.unfreeze_at_step, []))
+    if unfreeze and (params.runtime.enable_xla or runtime.is_distributed):
+        key = "trainer.unfreeze_schedule" if cfg.unfreeze_schedule else "trainer.unfreeze_at_step"
+        why = "runtime.enable_xla=true" if params.runtime.enable_xla else "several processes"
+        raise ConfigError(f"{key}: an unfreeze schedule cannot run under {why} (the trainable "
+                          "parameters are bound once); unset it or run eagerly in one process",
+                          key=key)
+    return optim.FreezeSchedule(model, freeze=cfg.freeze, unfreeze=unfreeze,
+                                freeze_batch_norm_stats=cfg.freeze_batch_norm_stats)
+
+
+def _ever_trainable(freeze: Any) -> Any:
+    return freeze.all_trainable() if freeze is not None else contextlib.nullcontext()
 
 
 def recovery_bound(params: ExperimentConfig) -> LossBound | None:
