@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -87,3 +88,31 @@ def test_bad_sources_are_one_line_exit_2_model_dir_untouched(tmp_path, pretraine
                 + override.format(missing=missing, pretrained=pretrained))
     assert expected in err.lower() or expected in err
     assert not os.path.exists(model_dir) or not os.listdir(model_dir)
+
+
+def test_freeze_and_param_rules_through_the_cli(tmp_path, capsys):
+    model_dir = str(tmp_path / "run")
+    config = tmp_path / "rules.yaml"
+    config.write_text(
+        "trainer:\n  freeze: ['^1\\.']\n"
+        "  param_rules: [{pattern: '^3\\.', lr_mult: 0.5}]\n"
+        "  optimizer_config: {learning_rate: {type: constant, constant: {learning_rate: 0.01}},"
+        " warmup: {type: null}}\n")
+    code = main(["train", "--experiment", "image_classification", "--model_dir", model_dir,
+                 "--config_file", str(config), "--params_override",
+                 "trainer.train_steps=4,trainer.steps_per_loop=2,trainer.summary_interval=2,"
+                 "trainer.checkpoint_interval=2,task.model.hidden_sizes=[16,8]"])
+    assert code == 0, capsys.readouterr().err
+    first, last = (torch.load(os.path.join(model_dir, f"ckpt-{n}", "state.pt"), weights_only=True)
+                   for n in (2, 4))
+    assert torch.equal(first["model"]["1.weight"], last["model"]["1.weight"])  # Frozen.
+    assert not torch.equal(first["model"]["3.weight"], last["model"]["3.weight"])
+    optimizer = last["optimizer"]
+    tensors = sum(len(g["params"]) for g in optimizer["param_groups"])
+    assert tensors == len(optimizer["state"]) == 4  # 3.* and 5.*: no state for 1.*.
+    rates = sorted(g["lr"] for g in optimizer["param_groups"])
+    assert rates == pytest.approx([0.005, 0.01])
+    with open(os.path.join(model_dir, "param_groups.json")) as f:
+        groups = json.load(f)
+    assert {tuple(g["names"]): g["lr_mult"] for g in groups} == {
+        ("5.weight", "5.bias"): 1.0, ("3.weight", "3.bias"): 0.5}

@@ -19,6 +19,7 @@ from torchgarden.optim.freezing import FreezeSchedule
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
+from torchgarden.optim.param_rules import apply_param_rules
 from torchgarden.optim.model_garden_schedules import (
     InverseTimeDecay,
     PowerAndLinearDecay,
@@ -57,6 +58,7 @@ __all__ = [
     "PowerDecayWithOffset",
     "StepCosineDecayWithOffset",
     "add_gradient_clipping",
+    "apply_param_rules",
     "build_learning_rate",
     "build_optimizer",
     "get_learning_rate",

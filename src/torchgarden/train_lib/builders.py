@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -88,6 +89,8 @@ def create_trainer(
     freeze = build_freeze_schedule(params, model, runtime) if train else None
     with _ever_trainable(freeze):
         optimizer = create_optimizer(params, task, model) if train else None
+        if train:
+            _apply_param_rules(params, optimizer, model, model_dir, runtime)
     eager_model = build_forward_model(model, runtime, optimizer)
     with _ever_trainable(freeze):
         ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
@@ -143,6 +146,26 @@ def build_freeze_schedule(params: ExperimentConfig, model: nn.Module,
                           key=key)
     return optim.FreezeSchedule(model, freeze=cfg.freeze, unfreeze=unfreeze,
                                 freeze_batch_norm_stats=cfg.freeze_batch_norm_stats)
+
+
+def _apply_param_rules(params: ExperimentConfig, optimizer: Any, model: nn.Module,
+                       model_dir: str | None, runtime: RuntimeContext) -> None:
+    """``trainer.param_rules`` / ``layerwise_lr_decay`` on the built optimizer; the groups
+    are logged (``--verbose``) and written to ``model_dir/param_groups.json``."""
+    cfg = params.trainer
+    if not cfg.param_rules and cfg.layerwise_lr_decay == 1.0:
+        return
+    rules = [(r.pattern, r.lr_mult, r.decay_mult) for r in cfg.param_rules]
+    summary = optim.apply_param_rules(optimizer, model, rules=rules,
+                                      layerwise_lr_decay=cfg.layerwise_lr_decay)
+    for group in summary:
+        _logger.info("param group: lr x%.4g, weight_decay %s, %d tensors (%s%s)",
+                     group["lr_mult"], group["weight_decay"], group["num_params"],
+                     ", ".join(group["names"][:3]), ", ..." if group["num_params"] > 3 else "")
+    if model_dir and runtime.is_chief:
+        os.makedirs(model_dir, exist_ok=True)
+        with open(os.path.join(model_dir, "param_groups.json"), "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
 
 
 def _ever_trainable(freeze: Any) -> Any:
