@@ -19,13 +19,13 @@ from torchgarden.optim.freezing import FreezeSchedule
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
-from torchgarden.optim.param_rules import apply_param_rules
 from torchgarden.optim.model_garden_schedules import (
     InverseTimeDecay,
     PowerAndLinearDecay,
     PowerDecayWithOffset,
     StepCosineDecayWithOffset,
 )
+from torchgarden.optim.param_rules import apply_param_rules
 from torchgarden.optim.schedules import (
     ConstantSchedule,
     CosineDecay,
