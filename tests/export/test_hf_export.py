@@ -75,3 +75,39 @@ def test_hf_export_of_a_model_without_transformers_is_one_line_exit_2(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--format hf writes a transformers model" in err
     assert "safetensors,pt2,onnx" in err and not output.exists()
+
+
+@pytest.mark.slow
+def test_lora_run_checkpoints_adapters_and_exports_merged_or_in_peft_layout(tmp_path, capsys):
+    pytest.importorskip("peft")
+    transformers = pytest.importorskip("transformers")
+    from torchgarden.models.lora import adapt_model
+
+    base = tmp_path / "base"
+    torch.manual_seed(0)
+    transformers.ViTForImageClassification(transformers.ViTConfig(
+        image_size=8, patch_size=2, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, num_channels=1, num_labels=10)).save_pretrained(base)
+    model_dir = str(tmp_path / "run")
+    train(model_dir, f",task.model.pretrained_path={base},task.model.adapter.type=lora,"
+          "task.model.adapter.r=4,task.model.adapter.target_modules=[q_proj,v_proj],"
+          "task.model.adapter.modules_to_save=[classifier]")
+    assert "LoRA trains" in capsys.readouterr().out
+    state = torch.load(f"{model_dir}/ckpt-4/state.pt", weights_only=True)
+    assert state["model"] and all("lora_" in k or "modules_to_save" in k for k in state["model"])
+    params = tg.ExperimentConfig.from_yaml(f"{model_dir}/params.yaml")
+    task = tg.get_task(params.task)
+    model, item = adapt_model(task.build_model(), params.task)
+    item.load_state_dict(state["model"])
+    model.eval()
+    inputs = torch.randn(3, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    reference = tmp_path / "reference.pt"
+    with torch.no_grad():
+        torch.save({"inputs": inputs, "logits": model(inputs)}, reference)
+    for merge, extra in (("--merge_adapters", ()), ("--no-merge_adapters", (str(base),))):
+        output = tmp_path / merge
+        assert main(["export", "--model_dir", model_dir, "--output", str(output), "--format",
+                     "hf", merge]) == 0
+        files = set(json.loads((output / "export.json").read_text())["files"])
+        assert ("hf/adapter_model.safetensors" in files) == bool(extra)
+        assert consume(output / "hf", reference, *extra) < 1e-5

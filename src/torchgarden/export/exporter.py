@@ -320,12 +320,7 @@ def export_model(
     fmt.check_formats(formats if explicit else fmt.FORMATS)  # before reading anything
     source = resolve_source(model_dir, checkpoint, ema)
     task = registry.get_task(source.params.task, logging_dir=model_dir)
-    model = task.build_model()
-    try:
-        model.load_state_dict(source.weights)
-    except RuntimeError as e:
-        raise ExportError(f"{source.checkpoint_path} does not fit the model its config builds: "
-                          f"{' '.join(str(e).split())[:300]}") from e
+    model, source = _load_model(task, source, merge_adapters)
     names = list(task.tasks) if isinstance(task, MultiTask) else []
     task, model, weights, task_name = _one_task(task, model, source, task_name)
     target = os.fspath(output_dir) if output_dir is not None else default_output_dir(source)
@@ -346,6 +341,28 @@ def export_model(
                         formats=formats if explicit else fmt.FORMATS, metadata=metadata,
                         params_yaml=source.params.to_yaml(), overwrite=overwrite,
                         explicit_formats=explicit, merge_adapters=merge_adapters)
+
+
+def _load_model(task: Any, source: ExportSource, merge: bool
+                ) -> tuple[torch.nn.Module, ExportSource]:
+    """The task's model with the checkpoint's weights; LoRA adapters applied (and merged
+    with ``merge``), the source's weights then the whole model's."""
+    model, item = task.build_model(), None
+    adapter = getattr(getattr(source.params.task, "model", None), "adapter", None)
+    if getattr(adapter, "type", ""):
+        from torchgarden.models.lora import adapt_model, merge_adapters
+
+        model, item = adapt_model(model, source.params.task)
+    try:
+        (item or model).load_state_dict(source.weights)
+    except (RuntimeError, ValueError) as e:
+        raise ExportError(f"{source.checkpoint_path} does not fit the model its config builds: "
+                          f"{' '.join(str(e).split())[:300]}") from e
+    if item is None:
+        return model, source
+    model = merge_adapters(model) if merge else model
+    weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    return model, dataclasses.replace(source, weights=weights)
 
 
 def _one_task(task: Any, model: torch.nn.Module, source: ExportSource, task_name: str | None

@@ -38,10 +38,10 @@ def find_library_model(model: nn.Module) -> nn.Module:
         ExportError: ``model`` holds none (naming the closest valid choice).
     """
     for module in model.modules():
-        if _is_peft(module) and hasattr(module, "save_pretrained"):
-            return module
-        if type(module).__module__.startswith("transformers.") and hasattr(
-                module, "save_pretrained") and hasattr(module, "config"):
+        base = module.get_base_model() if _is_peft(module) and hasattr(
+            module, "get_base_model") else module
+        if type(base).__module__.startswith("transformers.") and hasattr(
+                base, "save_pretrained") and hasattr(base, "config"):
             return module
     raise ExportError(
         f"--format hf writes a transformers model, and this run's model is "

@@ -84,7 +84,8 @@ def create_trainer(
     """
     runtime = runtime or setup_runtime(params.runtime)
     trainer_cls = trainer_cls or Trainer
-    model = task.build_model().to(runtime.device)
+    model, model_item = _adapted(task.build_model(), params, runtime)
+    model = model.to(runtime.device)
     schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
     freeze = build_freeze_schedule(params, model, runtime) if train else None
     with _ever_trainable(freeze):
@@ -114,7 +115,8 @@ def create_trainer(
         step_fn=step_fn,
         forward_model=forward_model,
         plan=plan,
-        checkpoint_items=getattr(model, "checkpoint_items", None) or {},
+        checkpoint_items={**(getattr(model, "checkpoint_items", None) or {}),
+                          **({"model": model_item} if model_item is not model else {})},
         **({"freeze": freeze} if freeze is not None else {}),
         checkpoint_exporter=maybe_create_best_ckpt_exporter(
             params, model_dir if train or not model_dir else eval_dir(model_dir), runtime
@@ -166,6 +168,18 @@ def _apply_param_rules(params: ExperimentConfig, optimizer: Any, model: nn.Modul
         os.makedirs(model_dir, exist_ok=True)
         with open(os.path.join(model_dir, "param_groups.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
+
+
+def _adapted(model: nn.Module, params: ExperimentConfig, runtime: RuntimeContext
+             ) -> tuple[nn.Module, Any]:
+    """``task.model.adapter`` (LoRA through PEFT) on the built model, and the checkpoint's
+    ``model`` item (the model, or its trained tensors only)."""
+    adapter = getattr(getattr(params.task, "model", None), "adapter", None)
+    if adapter is None or not getattr(adapter, "type", ""):
+        return model, model
+    from torchgarden.models.lora import adapt_model  # peft: only when an adapter is set.
+
+    return adapt_model(model, params.task, report=runtime.is_chief)
 
 
 def _ever_trainable(freeze: Any) -> Any:
