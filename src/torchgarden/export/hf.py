@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from torchgarden.export.errors import ExportError
+from torchgarden.models.names import quiet_transformers
 
 __all__ = ["find_library_model", "write_hf"]
 
@@ -118,9 +119,10 @@ def write_hf(path: str, root: nn.Module, example: tuple[torch.Tensor, ...], *,
 def _reload(path: str, library: nn.Module) -> nn.Module:
     """What a consumer loads: the transformers class's ``from_pretrained``, or PEFT's over
     the base model (a copy without the LoRA layers)."""
-    if os.path.isfile(os.path.join(path, "adapter_config.json")):
-        from peft import PeftModel
+    with quiet_transformers():
+        if os.path.isfile(os.path.join(path, "adapter_config.json")):
+            from peft import PeftModel
 
-        return PeftModel.from_pretrained(copy.deepcopy(library).unload(), path)
-    cls = type(library.get_base_model() if _is_peft(library) else library)
-    return cls.from_pretrained(path, local_files_only=True)
+            return PeftModel.from_pretrained(copy.deepcopy(library).unload(), path)
+        cls = type(library.get_base_model() if _is_peft(library) else library)
+        return cls.from_pretrained(path, local_files_only=True)

@@ -78,7 +78,7 @@ def _lora(target: nn.Module, adapter: Any, key: str) -> nn.Module:
         reason = str(e).splitlines()[0].split(". ")[0][:160]
         raise ValueError(f"{key}.target_modules={wanted}: {reason}; "
                          f"the model's Linear/Conv2d/Embedding modules are named {names[:8]}"
-                         f"{did_you_mean(wanted[0], names, style='clause')}.") from e
+                         f"{did_you_mean(wanted[0], names, style='clause') or '.'}") from e
 
 
 def adapt_model(model: nn.Module, task_config: Any, *, report: bool = False

@@ -89,13 +89,16 @@ def check_no_download(settings: Mapping[str, Any], *, key: str) -> None:
 
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
-    """transformers' loading progress bars off (the run's output stays one line a load)."""
+    """transformers' loading progress bars and load report off (torchgarden prints its
+    own one line a load; errors still raise)."""
     logging_utils = importlib.import_module("transformers.utils.logging")
-    enabled = logging_utils.is_progress_bar_enabled()
+    enabled, verbosity = logging_utils.is_progress_bar_enabled(), logging_utils.get_verbosity()
     logging_utils.disable_progress_bar()
+    logging_utils.set_verbosity_error()
     try:
         yield
     finally:
+        logging_utils.set_verbosity(verbosity)
         if enabled:
             logging_utils.enable_progress_bar()
 

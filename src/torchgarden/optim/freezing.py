@@ -108,6 +108,6 @@ def _matching(names: list[str], patterns: Sequence[str], key: str) -> set[str]:
         if not hits:
             modules = {".".join(n.split(".")[:k]) for n in names for k in (1, 2, 3)}
             raise ValueError(f"{key}[{i}]: {pattern!r} matches no parameter name (e.g. "
-                             f"{names[0]!r}){did_you_mean(pattern, modules, style='clause')}.")
+                             f"{names[0]!r}){did_you_mean(pattern, modules, style='clause') or '.'}")
         found |= hits
     return found

@@ -97,7 +97,7 @@ def apply_param_rules(optimizer: Any, model: nn.Module, *, rules: Sequence[Rule]
             modules = {".".join(n.split(".")[:k]) for n in grouped for k in (1, 2, 3)}
             raise ValueError(
                 f"trainer.param_rules[{i}].pattern: {pattern.pattern!r} matches no trained "
-                f"parameter{did_you_mean(pattern.pattern, modules, style='clause')}.")
+                f"parameter{did_you_mean(pattern.pattern, modules, style='clause') or '.'}")
     layer = _layer_mults(grouped, layerwise_lr_decay) if layerwise_lr_decay != 1.0 else {}
     new_groups, summary = [], []
     for group in optimizer.param_groups:
