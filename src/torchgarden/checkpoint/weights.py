@@ -88,9 +88,8 @@ def load_model_weights(
     item: str = "model", checkpoint_name: str = "ckpt", verify: bool = True,
     prefix_map: Mapping[str, str] | None = None, report: bool = False,
 ) -> str:
-    """Loads model weights from a checkpoint into ``model``, all or by module prefix.
-
-    Every requested weight must be in the checkpoint, with the model's shape.
+    """Loads model weights from a checkpoint into ``model``, all or by module prefix;
+    every requested weight must be in the checkpoint, with the model's shape.
 
     Example:
         >>> load_model_weights(model, "/runs/pretrain", prefixes=["backbone"])
@@ -111,11 +110,9 @@ def load_model_weights(
         checkpoint_name: The name prefix when ``path`` is a directory of checkpoints.
             Defaults to ``"ckpt"``.
         verify: Check sizes and checksums of a checkpoint directory. Defaults to True.
-        prefix_map: ``{from_prefix: to_prefix}`` renaming the file's keys before they
-            are matched (``{"": "model."}`` puts a bare library state dict under the
-            adapter's ``model.``). Defaults to None.
-        report: Print one line: the tensors loaded and the model's weights skipped.
-            Defaults to False.
+        prefix_map: ``{from_prefix: to_prefix}`` renaming the file's keys first
+            (``{"": "model."}``: a library state dict under the adapter). Default None.
+        report: Print one line of the tensors loaded and skipped. Defaults to False.
 
     Returns:
         The checkpoint directory or file the weights came from.
@@ -128,16 +125,9 @@ def load_model_weights(
     resolved = _resolve(os.fspath(path), checkpoint_name)
     expected = model.state_dict()
     state = _strip_wrappers(_read_weights(resolved, item, verify), expected)
-    if prefix_map:
-        state = _map_prefixes(state, prefix_map)
-    prefixes = [] if "all" in prefixes else list(prefixes)
-    wanted = _wanted_keys(model, expected, prefixes)
-    if not any(k in state for k in wanted):
-        raise CheckpointMismatchError(
-            f"init checkpoint {resolved!r}: none of its {len(state)} tensors matches a weight "
-            f"of {type(model).__name__} (its keys start {_first_parts(state)}, the model's "
-            f"{_first_parts(wanted)}); map them with task.init_checkpoint_prefix_map, e.g. "
-            f"{_suggested_map(state, wanted)}.")
+    state = _map_prefixes(state, prefix_map) if prefix_map else state
+    wanted = _wanted_keys(model, expected, [] if "all" in prefixes else list(prefixes))
+    _check_some_match(resolved, model, state, wanted)
     problems = _key_problems({k: expected[k] for k in wanted}, state)
     if problems:
         title = f"init checkpoint {resolved!r} does not fit {type(model).__name__}:"
@@ -149,8 +139,8 @@ def load_model_weights(
     if report:
         from torchgarden.models.weights import report_loaded
 
-        skipped = [k for k in expected if k not in weights]
-        report_loaded("task.init_checkpoint", resolved, len(weights), skipped,
+        report_loaded("task.init_checkpoint", resolved, len(weights),
+                      [k for k in expected if k not in weights],
                       "outside task.init_checkpoint_modules")
     return resolved
 
@@ -158,6 +148,17 @@ def load_model_weights(
 def _module_names(keys: Any, depth: int = 3) -> set[str]:
     """Dotted prefixes of ``keys`` up to ``depth`` parts (``model``, ``model.vit``, ...)."""
     return {".".join(k.split(".")[:n]) for k in keys for n in range(1, depth + 1)}
+
+
+def _check_some_match(resolved: str, model: torch.nn.Module, state: Mapping[str, Any],
+                      wanted: list[str]) -> None:
+    """Refuses a file none of whose keys is a wanted weight, naming the map that fits."""
+    if not any(k in state for k in wanted):
+        raise CheckpointMismatchError(
+            f"init checkpoint {resolved!r}: none of its {len(state)} tensors matches a weight "
+            f"of {type(model).__name__} (its keys start {_first_parts(state)}, the model's "
+            f"{_first_parts(wanted)}); map them with task.init_checkpoint_prefix_map, e.g. "
+            f"{_suggested_map(state, wanted)}.")
 
 
 def _first_parts(keys: Any) -> list[str]:

@@ -206,20 +206,8 @@ def write_export(
     stage = os.path.join(parent, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     os.makedirs(stage)
     try:
-        written: list[str] = []
-        checks: dict[str, dict[str, float]] = {}
-        for kind in chosen:
-            path = os.path.join(stage, fmt.FILE_NAMES[kind])
-            if kind == "safetensors":
-                fmt.write_safetensors(path, weights, metadata)
-            elif kind == "pt2":
-                fmt.write_pt2(path, serving, tuple(written))
-            elif kind == "hf":
-                checks["hf"] = write_hf(path, serving.module, serving.example_inputs,
-                                        merge_adapters=merge_adapters)
-            else:
-                fmt.write_onnx(path, serving, list(expected), tuple(written))
-            written.append(kind)
+        written, checks = _write_formats(stage, chosen, serving, weights, metadata,
+                                         list(expected), merge_adapters)
         if params_yaml is not None:
             with open(os.path.join(stage, "params.yaml"), "w", encoding="utf-8") as f:
                 f.write(params_yaml)
@@ -241,6 +229,29 @@ def write_export(
         raise
     return ExportResult(output_dir=output_dir, manifest=manifest, skipped=skipped,
                         seconds=time.perf_counter() - started)
+
+
+def _write_formats(stage: str, chosen: Sequence[str], serving: Serving,
+                   weights: dict[str, torch.Tensor], metadata: dict[str, Any],
+                   output_names: list[str], merge_adapters: bool
+                   ) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Writes each chosen format into ``stage``; returns them and the checks made while
+    writing (``hf``'s reload)."""
+    written: list[str] = []
+    checks: dict[str, dict[str, float]] = {}
+    for kind in chosen:
+        path = os.path.join(stage, fmt.FILE_NAMES[kind])
+        if kind == "safetensors":
+            fmt.write_safetensors(path, weights, metadata)
+        elif kind == "pt2":
+            fmt.write_pt2(path, serving, tuple(written))
+        elif kind == "hf":
+            checks["hf"] = write_hf(path, serving.module, serving.example_inputs,
+                                    merge_adapters=merge_adapters)
+        else:
+            fmt.write_onnx(path, serving, output_names, tuple(written))
+        written.append(kind)
+    return written, checks
 
 
 def _manifest(serving: Serving, expected: dict[str, torch.Tensor], written: Sequence[str],

@@ -84,14 +84,12 @@ def create_trainer(
     """
     runtime = runtime or setup_runtime(params.runtime)
     trainer_cls = trainer_cls or Trainer
-    model, model_item = _adapted(task.build_model(), params, runtime)
+    model, items = _adapted(task.build_model(), params, runtime)
     model = model.to(runtime.device)
     schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
     freeze = build_freeze_schedule(params, model, runtime) if train else None
     with _ever_trainable(freeze):
-        optimizer = create_optimizer(params, task, model) if train else None
-        if train:
-            _apply_param_rules(params, optimizer, model, model_dir, runtime)
+        optimizer = create_optimizer(params, task, model, model_dir=model_dir) if train else None
     eager_model = build_forward_model(model, runtime, optimizer)
     with _ever_trainable(freeze):
         ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
@@ -115,8 +113,7 @@ def create_trainer(
         step_fn=step_fn,
         forward_model=forward_model,
         plan=plan,
-        checkpoint_items={**(getattr(model, "checkpoint_items", None) or {}),
-                          **({"model": model_item} if model_item is not model else {})},
+        checkpoint_items={**(getattr(model, "checkpoint_items", None) or {}), **items},
         **({"freeze": freeze} if freeze is not None else {}),
         checkpoint_exporter=maybe_create_best_ckpt_exporter(
             params, model_dir if train or not model_dir else eval_dir(model_dir), runtime
@@ -151,7 +148,7 @@ def build_freeze_schedule(params: ExperimentConfig, model: nn.Module,
 
 
 def _apply_param_rules(params: ExperimentConfig, optimizer: Any, model: nn.Module,
-                       model_dir: str | None, runtime: RuntimeContext) -> None:
+                       model_dir: str | None) -> None:
     """``trainer.param_rules`` / ``layerwise_lr_decay`` on the built optimizer; the groups
     are logged (``--verbose``) and written to ``model_dir/param_groups.json``."""
     cfg = params.trainer
@@ -164,22 +161,28 @@ def _apply_param_rules(params: ExperimentConfig, optimizer: Any, model: nn.Modul
         _logger.info("param group: lr x%.4g, weight_decay %s, %d tensors (%s%s)",
                      group["lr_mult"], group["weight_decay"], group["num_params"],
                      ", ".join(group["names"][:3]), ", ..." if group["num_params"] > 3 else "")
-    if model_dir and runtime.is_chief:
+    if model_dir and _is_chief():
         os.makedirs(model_dir, exist_ok=True)
         with open(os.path.join(model_dir, "param_groups.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
 
 
 def _adapted(model: nn.Module, params: ExperimentConfig, runtime: RuntimeContext
-             ) -> tuple[nn.Module, Any]:
-    """``task.model.adapter`` (LoRA through PEFT) on the built model, and the checkpoint's
-    ``model`` item (the model, or its trained tensors only)."""
+             ) -> tuple[nn.Module, dict[str, Any]]:
+    """``task.model.adapter`` (LoRA through PEFT) on the built model, and the checkpoint
+    items it changes (``model``: its trained tensors only, when that is enough)."""
     adapter = getattr(getattr(params.task, "model", None), "adapter", None)
     if adapter is None or not getattr(adapter, "type", ""):
-        return model, model
+        return model, {}
     from torchgarden.models.lora import adapt_model  # peft: only when an adapter is set.
 
-    return adapt_model(model, params.task, report=runtime.is_chief)
+    model, item = adapt_model(model, params.task, report=runtime.is_chief)
+    return model, ({"model": item} if item is not model else {})
+
+
+def _is_chief() -> bool:
+    dist = torch.distributed
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
 
 
 def _ever_trainable(freeze: Any) -> Any:
@@ -267,8 +270,17 @@ def _decay_end(schedule: Any) -> int | None:
     return None
 
 
-def create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
-    """``task.create_optimizer``; torch's refusal of a setting names the config key."""
+def create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module, *,
+                     model_dir: str | None = None) -> Any:
+    """``task.create_optimizer``, then ``trainer.param_rules`` / ``layerwise_lr_decay``
+    (the groups written to ``model_dir/param_groups.json`` by the chief); torch's
+    refusal of a setting names the config key."""
+    optimizer = _task_optimizer(params, task, model)
+    _apply_param_rules(params, optimizer, model, model_dir)
+    return optimizer
+
+
+def _task_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
     cfg = params.trainer
     try:
         return task.create_optimizer(optimizer_config_for(params), model, params.runtime)
