@@ -84,7 +84,8 @@ def test_bad_sources_are_one_line_exit_2_model_dir_untouched(tmp_path, pretraine
     settings = ",".join(f"task.model.library_config.{k}={v}" for k, v in TINY_VIT.items()
                         if k != "num_labels")
     err = fails(capsys, "train", "--experiment", "image_classification", "--model_dir",
-                model_dir, "--config_file", prefix_map, "--params_override", f"{VIT_RUN},{settings},"
+                model_dir, "--config_file", prefix_map, "--params_override",
+                f"{VIT_RUN},{settings},"
                 + override.format(missing=missing, pretrained=pretrained))
     assert expected in err.lower() or expected in err
     assert not os.path.exists(model_dir) or not os.listdir(model_dir)

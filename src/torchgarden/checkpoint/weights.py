@@ -28,8 +28,9 @@ _WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 def _resolve(path: str, checkpoint_name: str) -> str:
     from torchgarden.models.weights import is_weights_source
 
-    if is_weights_source(path) or os.path.isfile(path) or any(os.path.isfile(os.path.join(path, name))
-                                   for name in (layout.STATE_FILE, layout.META_FILE)):
+    markers = (layout.STATE_FILE, layout.META_FILE)
+    if is_weights_source(path) or os.path.isfile(path) or any(
+            os.path.isfile(os.path.join(path, name)) for name in markers):
         return path
     if os.path.isdir(path):
         found = layout.latest_checkpoint(path, checkpoint_name)

@@ -107,7 +107,8 @@ def _matching(names: list[str], patterns: Sequence[str], key: str) -> set[str]:
         hits = {name for name in names if regex.search(name)}
         if not hits:
             modules = {".".join(n.split(".")[:k]) for n in names for k in (1, 2, 3)}
+            hint = did_you_mean(pattern, modules, style="clause") or "."
             raise ValueError(f"{key}[{i}]: {pattern!r} matches no parameter name (e.g. "
-                             f"{names[0]!r}){did_you_mean(pattern, modules, style='clause') or '.'}")
+                             f"{names[0]!r}){hint}")
         found |= hits
     return found

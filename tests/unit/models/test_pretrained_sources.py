@@ -122,3 +122,14 @@ def test_refusals_name_the_file_and_what_is_expected(tmp_path):
     with pytest.raises(ValueError, match="holds a 'vit' model.*set it to transformers/vit"):
         build_image_classifier("transformers/resnet", num_classes=3, input_size=(1, 8, 8),
                                pretrained_path=str(tmp_path / "vit"))
+
+
+def test_model_garden_spellings_of_init_checkpoint_are_accepted():
+    from torchgarden.registry import get_experiment
+
+    params = get_experiment("image_classification")
+    params.override({"task": {"init_checkpoint": None, "init_checkpoint_modules": "all"}})
+    params.validate()  # Model Garden's defaults: no checkpoint, every module.
+    assert params.task.init_checkpoint is None
+    params.override({"task": {"init_checkpoint": "/ckpt", "init_checkpoint_modules": "model"}})
+    assert params.validate().task.init_checkpoint_modules == "model"
