@@ -153,28 +153,41 @@ def _module_names(keys: Any, depth: int = 3) -> set[str]:
 
 def _check_some_match(resolved: str, model: torch.nn.Module, state: Mapping[str, Any],
                       wanted: list[str]) -> None:
-    """Refuses a file none of whose keys is a wanted weight, naming the map that fits."""
-    if not any(k in state for k in wanted):
-        raise CheckpointMismatchError(
-            f"init checkpoint {resolved!r}: none of its {len(state)} tensors matches a weight "
-            f"of {type(model).__name__} (its keys start {_first_parts(state)}, the model's "
-            f"{_first_parts(wanted)}); map them with task.init_checkpoint_prefix_map, e.g. "
-            f"{_suggested_map(state, wanted)}.")
+    """Refuses a file none of whose keys is a wanted weight, naming a prefix map that
+    would fit when there is one."""
+    if any(k in state for k in wanted):
+        return
+    fix = _fitting_map(state, wanted, model.state_dict())
+    hint = (f"map them with task.init_checkpoint_prefix_map: {fix}" if fix else
+            "check that it holds this model's weights, or rename them with "
+            "task.init_checkpoint_prefix_map: {<file prefix>: <model prefix>}")
+    raise CheckpointMismatchError(
+        f"init checkpoint {resolved!r}: none of its {len(state)} tensors matches a weight of "
+        f"{type(model).__name__} (missing keys: {', '.join(repr(k) for k in wanted[:3])}; "
+        f"the file's: {', '.join(repr(k) for k in list(state)[:3])}); {hint}.")
 
 
-def _first_parts(keys: Any) -> list[str]:
-    return sorted({k.split(".")[0] + "." for k in keys})[:3]
-
-
-def _suggested_map(state: Mapping[str, Any], wanted: list[str]) -> dict[str, str]:
-    """``{from: to}`` that makes a file key the tail of a wanted key (the closest fix)."""
+def _fitting_map(state: Mapping[str, Any], wanted: list[str],
+                 expected: Mapping[str, Any]) -> dict[str, str] | None:
+    """``{from: to}`` under which every wanted key is in ``state``, most with their
+    shapes (a new head may differ), if a single prefix swap does that."""
     for key in wanted:
         for name in state:
             if key.endswith("." + name):
-                return {"": key[: -len(name)]}
-            if name.endswith("." + key):
-                return {name[: -len(key)]: ""}
-    return {"<file prefix>": "<model prefix>"}
+                candidate = {"": key[: -len(name)]}
+            elif name.endswith("." + key):
+                candidate = {name[: -len(key)]: ""}
+            else:
+                continue
+            mapped = _map_prefixes(state, candidate)
+            same = sum(k in mapped and _shape(mapped[k]) == _shape(expected[k]) for k in wanted)
+            if all(k in mapped for k in wanted) and 2 * same > len(wanted):
+                return candidate
+    return None
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if hasattr(value, "shape") else None
 
 
 def _wanted_keys(model: torch.nn.Module, expected: Mapping[str, Any],

@@ -79,7 +79,7 @@ def test_init_checkpoint_reads_a_hf_directory_with_a_prefix_map_and_modules(tmp_
                                    settings={k: v for k, v in TINY_VIT.items()
                                              if k != "num_labels"})
     head = model.model.classifier.weight.clone()
-    with pytest.raises(CheckpointMismatchError, match=r"none of its 40 tensors.*\{'': 'model.'\}"):
+    with pytest.raises(CheckpointMismatchError, match=r"none of its 40 tensors.*prefix_map: \{'': 'model.'\}"):
         load_model_weights(model, tmp_path / "vit")
     load_model_weights(model, tmp_path / "vit", prefixes=["model.vit"],
                        prefix_map={"": "model."}, report=True)
