@@ -203,7 +203,7 @@ class CompiledTrainStep:
         rows = []
         for k in range(steps):
             rates = ([float(group["lr"]) for group in groups] if learning_rates is None
-                     else [learning_rates[k]] * len(groups))
+                     else [learning_rates[k] * group.get("lr_mult", 1.0) for group in groups])
             rows.append([value for update in self.updates
                          for value in update.scalars(rates[update.group])])
         scalars = torch.tensor(rows, dtype=torch.float32)

@@ -15,6 +15,7 @@ from torchgarden.optim.factory import (
     register_optimizer,
     set_learning_rate,
 )
+from torchgarden.optim.freezing import FreezeSchedule
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
@@ -24,6 +25,7 @@ from torchgarden.optim.model_garden_schedules import (
     PowerDecayWithOffset,
     StepCosineDecayWithOffset,
 )
+from torchgarden.optim.param_rules import apply_param_rules
 from torchgarden.optim.schedules import (
     ConstantSchedule,
     CosineDecay,
@@ -41,6 +43,7 @@ __all__ = [
     "CosineDecay",
     "ExponentialDecay",
     "ExponentialMovingAverage",
+    "FreezeSchedule",
     "InverseTimeDecay",
     "LAMB",
     "LARS",
@@ -55,6 +58,7 @@ __all__ = [
     "PowerDecayWithOffset",
     "StepCosineDecayWithOffset",
     "add_gradient_clipping",
+    "apply_param_rules",
     "build_learning_rate",
     "build_optimizer",
     "get_learning_rate",

@@ -305,22 +305,29 @@ def _global_clipnorm(sub_config: Any, path: str) -> float | None:
 
 
 def set_learning_rate(optimizer: Any, lr: float) -> None:
-    """Writes ``lr`` into every param group (cheap enough to call every step).
+    """Writes ``lr`` into every param group (cheap enough to call every step), times the
+    group's ``lr_mult`` where it has one (``trainer.param_rules``,
+    :mod:`torchgarden.optim.param_rules`).
 
     A tensor-valued ``lr`` (capturable / compiled optimizers) is filled in place, so no
     host sync happens. Works for a :class:`LossScaleOptimizer` too.
     """
     for group in optimizer.param_groups:
+        rate = lr * group["lr_mult"] if "lr_mult" in group else lr
         if isinstance(group["lr"], torch.Tensor):
-            group["lr"].fill_(lr)
+            group["lr"].fill_(rate)
         else:
-            group["lr"] = lr
+            group["lr"] = rate
 
 
 def get_learning_rate(optimizer: Any) -> float:
-    """Returns the learning rate of the first param group.
+    """Returns the scheduled learning rate: the first param group's, divided by its
+    ``lr_mult`` (the first group with a non-zero one).
 
     A tensor-valued ``lr`` is read with ``.item()``, which syncs with the device.
     """
-    lr = optimizer.param_groups[0]["lr"]
-    return float(lr.item()) if isinstance(lr, torch.Tensor) else float(lr)  # may sync
+    groups = optimizer.param_groups
+    group = next((g for g in groups if g.get("lr_mult", 1.0) != 0), groups[0])
+    lr = group["lr"]
+    lr = float(lr.item()) if isinstance(lr, torch.Tensor) else float(lr)  # may sync
+    return lr / group.get("lr_mult", 1.0) if group.get("lr_mult", 1.0) else lr
