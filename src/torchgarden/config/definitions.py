@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from collections.abc import Mapping
+from typing import ClassVar
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.errors import choose as _choose
 from torchgarden.config.errors import require as _require
+from torchgarden.config.notices import ModelGardenKey, ignored
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -112,9 +115,28 @@ class TaskConfig(Config):
             )
 
 
+_GRAPH = ("torch runs the step eagerly; runtime.enable_xla compiles it "
+          "(runtime.steps_per_graph: steps per compiled call)")
+
+
 @dataclasses.dataclass
 class TrainerConfig(Config):
-    """How and when training runs: loop lengths, intervals, checkpoints, recovery."""
+    """How and when training runs: loop lengths, intervals, checkpoints, recovery.
+
+    Orbit's TensorFlow graph switches (``train_tf_function``, ``train_tf_while_loop``,
+    ``eval_tf_function``, ``eval_tf_while_loop``, ``allow_tpu_summary``) are accepted and
+    ignored with a notice (`MODEL_GARDEN_KEYS`).
+    """
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "train_tf_function": ignored(f"TF graph tracing; {_GRAPH}"),
+        "train_tf_while_loop": ignored(f"TF's in-graph step loop; {_GRAPH}"),
+        "eval_tf_function": ignored("TF graph tracing; runtime.compile_eval compiles the eval "
+                                    "step"),
+        "eval_tf_while_loop": ignored("TF's in-graph eval loop; torch evaluates eagerly"),
+        "allow_tpu_summary": ignored("summaries inside a TPU program; no TPU here, summaries "
+                                     "are written every trainer.summary_interval"),
+    }
 
     optimizer_config: OptimizationConfig = _field(default_factory=OptimizationConfig)
     """Optimizer, learning rate, warmup and EMA."""

@@ -18,6 +18,7 @@ from torchgarden.optim.factory import (
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
+from torchgarden.optim.model_garden_optimizers import SGDTorch
 from torchgarden.optim.model_garden_schedules import (
     InverseTimeDecay,
     PowerAndLinearDecay,
@@ -53,6 +54,7 @@ __all__ = [
     "PowerAndLinearDecay",
     "PowerDecay",
     "PowerDecayWithOffset",
+    "SGDTorch",
     "StepCosineDecayWithOffset",
     "add_gradient_clipping",
     "build_learning_rate",

@@ -10,7 +10,8 @@ config        torch
 ``adamw``     ``torch.optim.AdamW(betas, eps, amsgrad, weight_decay=weight_decay_rate)``;
               parameters whose name matches an ``exclude_from_weight_decay`` regex (and
               no ``include_in_weight_decay`` one) go to a param group with
-              ``weight_decay=0``
+              ``weight_decay=0``; ``gradient_clip_norm`` (Model Garden's default 1.0;
+              0 is off) clips the global norm
 ``rmsprop``   ``torch.optim.RMSprop(alpha=rho, momentum, eps=epsilon, centered, weight_decay)``
 ``adagrad``   ``torch.optim.Adagrad(initial_accumulator_value, eps=epsilon, weight_decay)``
 ============  ==========================================================================
@@ -264,7 +265,9 @@ def build_optimizer(
 
     Example:
         >>> from torchgarden.config import OptimizationConfig
-        >>> cfg = OptimizationConfig().override({"optimizer": {"sgd": {"momentum": 0.9}}})
+        >>> cfg = OptimizationConfig().override({
+        ...     "optimizer": {"type": "sgd", "sgd": {"momentum": 0.9}},
+        ...     "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.1}}})
         >>> opt = build_optimizer(cfg, nn.Linear(2, 1))
         >>> get_learning_rate(opt)
         0.1
@@ -285,23 +288,26 @@ def build_optimizer(
             f"The builder registered for optimizer type {kind!r} returned "
             f"{type(optimizer).__name__}; expected a torch.optim.Optimizer."
         )
+    first = _gradient_clip_norm(sub_config, f"{_OPTIMIZER_PATH}.{kind}")
+    if first is not None:  # Pre-hooks run in order: this clip, then the Keras ones.
+        add_gradient_clipping(optimizer, global_clipnorm=first)
     add_gradient_clipping(
         optimizer,
         clipnorm=getattr(sub_config, "clipnorm", None),
         clipvalue=getattr(sub_config, "clipvalue", None),
-        global_clipnorm=_global_clipnorm(sub_config, f"{_OPTIMIZER_PATH}.{kind}"),
+        global_clipnorm=getattr(sub_config, "global_clipnorm", None),
     )
     return optimizer
 
 
-def _global_clipnorm(sub_config: Any, path: str) -> float | None:
-    """``global_clipnorm``, or Model Garden adamw's ``gradient_clip_norm`` (one of them)."""
-    value = getattr(sub_config, "global_clipnorm", None)
-    legacy = getattr(sub_config, "gradient_clip_norm", None)
-    if value is not None and legacy is not None:
-        raise ValueError(f"{path} sets both global_clipnorm ({value}) and gradient_clip_norm "
-                         f"({legacy}); keep one of them.")
-    return legacy if value is None else value
+def _gradient_clip_norm(sub_config: Any, path: str) -> float | None:
+    """Model Garden adamw's ``gradient_clip_norm``: a global-norm clip run before the Keras
+    clips (``clipnorm``, ``clipvalue``, ``global_clipnorm``), as in Model Garden; 0 is off."""
+    value = getattr(sub_config, "gradient_clip_norm", None)
+    if value is not None and value < 0:
+        raise ValueError(f"{path}.gradient_clip_norm must be >= 0 (0 does not clip), got "
+                         f"{value}.")
+    return value or None
 
 
 def set_learning_rate(optimizer: Any, lr: float) -> None:
