@@ -90,8 +90,8 @@ CASES = [
          toy("task._type=torchgarden.config.runtime.RuntimeConfig"),
          ("task._type", "RuntimeConfig is not a subclass of TaskConfig")),
     # ------------------------------------------------------------- values
-    Case("bad_distribution_strategy", toy("runtime.distribution_strategy=mirrored"),
-         ("runtime.distribution_strategy", "'mirrored'", "ddp")),
+    Case("bad_distribution_strategy", toy("runtime.distribution_strategy=parameter_server"),
+         ("runtime.distribution_strategy", "'parameter_server'", "ddp")),
     Case("bad_mixed_precision_dtype", toy("runtime.mixed_precision_dtype=fp16"),
          ("runtime.mixed_precision_dtype", "float16")),
     Case("bad_optimizer_type", toy("trainer.optimizer_config.optimizer.type=adamm"),

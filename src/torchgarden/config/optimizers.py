@@ -273,7 +273,8 @@ class SGDTorchConfig(BaseOptimizerConfig):
     momentum_start: float = 0.0
     """Momentum at step 0, ramped linearly to ``momentum`` over ``warmup_steps``."""
     warmup_steps: int = 0
-    """Optimizer steps of the momentum ramp; 0 uses ``momentum`` from the first step."""
+    """Optimizer steps of the momentum ramp; must be >= 1 with momentum (Model Garden divides
+    by it at step 0); ``momentum_start: <momentum>`` gives no ramp."""
     nesterov: bool = False
     """Use Nesterov momentum."""
     weight_decay: float = 0.0

@@ -188,6 +188,11 @@ class SGDTorch(torch.optim.Optimizer):
 @register_optimizer("sgd_torch")
 def _build_sgd_torch(config: Any, param_groups: ParamGroups, *, lr: float
                      ) -> torch.optim.Optimizer:
+    if config.momentum > 0 and config.warmup_steps < 1:
+        raise ValueError(
+            f"{_PATH}.sgd_torch.warmup_steps is {config.warmup_steps}: Model Garden divides "
+            "by it at step 0 (the momentum becomes NaN); set it >= 1 (set momentum_start "
+            "equal to momentum for no ramp).")
     return SGDTorch(param_groups, lr=lr, momentum=config.momentum,
                     momentum_start=config.momentum_start, warmup_steps=config.warmup_steps,
                     nesterov=config.nesterov, weight_decay=config.weight_decay)
