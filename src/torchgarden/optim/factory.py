@@ -288,8 +288,19 @@ def build_optimizer(
             f"The builder registered for optimizer type {kind!r} returned "
             f"{type(optimizer).__name__}; expected a torch.optim.Optimizer."
         )
-    first = _gradient_clip_norm(sub_config, f"{_OPTIMIZER_PATH}.{kind}")
-    if first is not None:  # Pre-hooks run in order: this clip, then the Keras ones.
+    _add_clips(optimizer, sub_config, f"{_OPTIMIZER_PATH}.{kind}")
+    return optimizer
+
+
+def _add_clips(optimizer: torch.optim.Optimizer, sub_config: Any, path: str) -> None:
+    """Model Garden adamw's ``gradient_clip_norm`` (a global-norm clip; 0 is off), then the
+    Keras clips (``clipnorm``, ``clipvalue``, ``global_clipnorm``): step pre-hooks run in
+    the order they are added, as Model Garden clips before Keras does."""
+    first = getattr(sub_config, "gradient_clip_norm", None)
+    if first is not None and first < 0:
+        raise ValueError(f"{path}.gradient_clip_norm must be >= 0 (0 does not clip), got "
+                         f"{first}.")
+    if first:
         add_gradient_clipping(optimizer, global_clipnorm=first)
     add_gradient_clipping(
         optimizer,
@@ -297,17 +308,6 @@ def build_optimizer(
         clipvalue=getattr(sub_config, "clipvalue", None),
         global_clipnorm=getattr(sub_config, "global_clipnorm", None),
     )
-    return optimizer
-
-
-def _gradient_clip_norm(sub_config: Any, path: str) -> float | None:
-    """Model Garden adamw's ``gradient_clip_norm``: a global-norm clip run before the Keras
-    clips (``clipnorm``, ``clipvalue``, ``global_clipnorm``), as in Model Garden; 0 is off."""
-    value = getattr(sub_config, "gradient_clip_norm", None)
-    if value is not None and value < 0:
-        raise ValueError(f"{path}.gradient_clip_norm must be >= 0 (0 does not clip), got "
-                         f"{value}.")
-    return value or None
 
 
 def set_learning_rate(optimizer: Any, lr: float) -> None:

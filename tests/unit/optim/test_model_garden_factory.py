@@ -210,3 +210,30 @@ def test_sgd_torch_without_momentum_warmup_steps_is_refused_as_model_garden_brea
         "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.5}}})
     with pytest.raises(ValueError, match=r"sgd_torch\.warmup_steps is 0: Model Garden divides"):
         build_optimizer(config, torch.nn.Linear(1, 1))
+
+
+# Model Garden's optimizer_config.py defaults, field by field (name fields aside).
+_MG_DEFAULTS = {
+    "sgd": {"decay": 0.0, "nesterov": False, "momentum": 0.0},
+    "adam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": False},
+    "adamw": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "amsgrad": False,
+              "weight_decay_rate": 0.0, "include_in_weight_decay": None,
+              "exclude_from_weight_decay": None, "gradient_clip_norm": 1.0},
+    "adamw_experimental": {"epsilon": 1e-7, "weight_decay": 0.0, "global_clipnorm": 1.0},
+    "lamb": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-6, "weight_decay_rate": 0.0,
+             "exclude_from_weight_decay": None, "exclude_from_layer_adaptation": None},
+    "lars": {"momentum": 0.9, "eeta": 0.001, "weight_decay_rate": 0.0, "nesterov": False,
+             "classic_momentum": True},
+    "rmsprop": {"rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": False},
+    "adagrad": {"initial_accumulator_value": 0.1, "epsilon": 1e-7},
+    "sgd_torch": {"decay": 0.0, "nesterov": False, "momentum_start": 0.0, "momentum": 0.9,
+                  "warmup_steps": 0, "weight_decay": 0.0, "weight_keys": ["kernel", "weight"],
+                  "bias_keys": ["bias", "beta"]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_MG_DEFAULTS))
+def test_optimizer_defaults_are_model_gardens(kind):
+    sub = getattr(OptimizationConfig().optimizer, kind)
+    assert {k: getattr(sub, k) for k in _MG_DEFAULTS[kind]} == _MG_DEFAULTS[kind]
+    assert (sub.clipnorm, sub.clipvalue) == (None, None)
