@@ -42,6 +42,16 @@ for _yaml_class in (_Loader, _Dumper):
     _yaml_class.add_implicit_resolver(_FLOAT_TAG, _EXPONENT_FLOAT, list("-+0123456789."))
 
 
+def _construct_tuple(loader: Any, node: yaml.SequenceNode) -> tuple[Any, ...]:
+    return tuple(loader.construct_sequence(node))
+
+
+# Model Garden's params.yaml files write tuples as `!!python/tuple [...]` (its loader reads
+# them); a tuple of plain values is data, so this loader reads that tag too, and no other
+# python/* tag.
+_Loader.add_constructor("tag:yaml.org,2002:python/tuple", _construct_tuple)
+
+
 def _represent_sequence(dumper: Any, data: Any) -> Any:
     flow = all(not isinstance(item, list | tuple | dict) for item in data)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", list(data), flow_style=flow)

@@ -220,3 +220,14 @@ def test_num_gpus_and_keras_policy_names_keep_their_model_garden_meaning():
         ExperimentConfig().override({"runtime": {"num_gpus": 0, "device": "cuda"}})
     with pytest.raises(ConfigError, match="parameter_server' is not one of"):
         ExperimentConfig().override("runtime.distribution_strategy=parameter_server").validate()
+
+
+def test_model_garden_python_tuple_tag_reads_as_a_tuple_and_no_other_python_tag(tmp_path):
+    from torchgarden.config import load_yaml_file
+
+    path = tmp_path / "params.yaml"
+    path.write_text("task:\n  feature_shape: !!python/tuple\n  - 32\n  - 224\n")
+    assert load_yaml_file(path) == {"task": {"feature_shape": (32, 224)}}
+    path.write_text("task: !!python/object/apply:os.getcwd []\n")
+    with pytest.raises(ConfigError, match="could not determine a constructor"):
+        load_yaml_file(path)
