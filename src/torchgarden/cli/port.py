@@ -100,8 +100,11 @@ def classify(base: Any, data: Mapping[str, Any]) -> tuple[list[PortRow], Any]:
         rows[key] = _judge(base.copy(), key, value)
     for _ in range(len(leaves) + 1):
         kept = {k: v for k, v in leaves.items() if rows[k].status != "refused"}
-        error = _resolve(base.copy(), kept)
+        error, notes = _resolve(base.copy(), kept)
         if not isinstance(error, Exception):
+            for note in notes:  # Read beside its siblings, a key may say otherwise.
+                if note.key in rows:
+                    rows[note.key] = PortRow(note.key, note.action, note.detail)
             return [_with_use(row, error) for row in rows.values()], error
         culprit = _culprit(getattr(error, "key", None), kept)
         message = " ".join(str(error).split())
@@ -128,21 +131,21 @@ def _judge(config: Any, key: str, value: Any) -> PortRow:
     return PortRow(key, note.action, "; ".join(n.detail for n in notes))
 
 
-def _resolve(config: Any, kept: Mapping[str, Any]) -> Any:
+def _resolve(config: Any, kept: Mapping[str, Any]) -> tuple[Any, list[Any]]:
     """The whole file (refused keys left out) over ``config``, validated and checked as the
-    optimizer factory will; the error instead of raising it."""
+    optimizer factory will, with its notices; the error instead of raising it."""
     from torchgarden.config.notices import collect_notices
 
     try:
-        with collect_notices():
+        with collect_notices() as notes:
             nested: dict[str, Any] = {}
             for key, value in kept.items():
                 _merge(nested, _nest(key, value))
             config.override(nested).validate()
             config.trainer.optimizer_config.check_buildable()
     except Exception as error:  # noqa: BLE001 - reported as a refused row
-        return error
-    return config
+        return error, []
+    return config, notes
 
 
 def _culprit(error_key: str | None, kept: Mapping[str, Any]) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError, choose, not_one_of, require
-from torchgarden.config.notices import ModelGardenKey, ignored, mapped
+from torchgarden.config.notices import ModelGardenKey, ignored, mapped, notice
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["STRATEGY_NAMES", "MlflowConfig", "RuntimeConfig", "WandbConfig"]
@@ -28,6 +28,8 @@ _LAUNCH = ("launch with `torchrun --nproc_per_node=N` for N processes (DDP, one 
 #: Model Garden's synchronous data-parallel strategies and what runs them here.
 _MG_STRATEGIES = {"mirrored": "auto", "multi_worker_mirrored": "auto", "tpu": "auto",
                   "one_device": "single"}
+#: Model Garden's strategies that do not read `num_gpus` (they use every device there is).
+_WITHOUT_NUM_GPUS = ("multi_worker_mirrored", "tpu")
 _DTYPES = ("float32", "float16", "bfloat16")
 _DTYPE_HINTS = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
 #: Keras' mixed-precision policy names: the same autocast dtype.
@@ -232,3 +234,13 @@ class RuntimeConfig(Config):
         flops, steps = self.peak_flops, self.steps_per_graph
         require(self, "peak_flops", flops is None or flops > 0, "> 0 or None")
         require(self, "steps_per_graph", steps is None or steps >= 1, ">= 1 or None")
+
+    def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """As the base class; ``num_gpus`` beside a strategy that does not read it (Model
+        Garden's ``tpu``, ``multi_worker_mirrored``) is ignored, as there."""
+        strategy = data.get("distribution_strategy")
+        if "num_gpus" in data and strategy in _WITHOUT_NUM_GPUS:
+            data = {k: v for k, v in data.items() if k != "num_gpus"}
+            notice(f"{prefix}.num_gpus".lstrip("."), "ignored",
+                   f"Model Garden's {strategy} strategy does not read it either")
+        return super()._read_model_garden_keys(data, prefix)

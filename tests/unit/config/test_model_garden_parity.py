@@ -231,3 +231,14 @@ def test_model_garden_python_tuple_tag_reads_as_a_tuple_and_no_other_python_tag(
     path.write_text("task: !!python/object/apply:os.getcwd []\n")
     with pytest.raises(ConfigError, match="could not determine a constructor"):
         load_yaml_file(path)
+
+
+def test_num_gpus_beside_a_strategy_that_does_not_read_it_is_ignored_as_there():
+    from torchgarden.config import ExperimentConfig
+    from torchgarden.config.notices import collect_notices
+
+    with collect_notices() as notes:  # a TPU job's dumped params.yaml: num_gpus 0, on TPU
+        config = ExperimentConfig().override(
+            {"runtime": {"distribution_strategy": "tpu", "num_gpus": 0}})
+    assert config.runtime.device == "auto"
+    assert {n.key: n.action for n in notes}["runtime.num_gpus"] == "ignored"
