@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import signal
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.errors import choose as _choose
 from torchgarden.config.errors import require as _require
-from torchgarden.config.notices import ModelGardenKey, ignored
+from torchgarden.config.notices import ModelGardenKey, ignored, notice
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -103,6 +103,18 @@ class TaskConfig(Config):
             own["validation_data"] = f"{annotation} | dict[str, {annotation}]"
         elif isinstance(annotation, type):
             own["validation_data"] = annotation | dict[str, annotation]  # type: ignore[valid-type]
+
+    def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """As the base class; Model Garden's ``differential_privacy_config``, which a dumped
+        params.yaml holds as null, is ignored when null and refused otherwise."""
+        if "differential_privacy_config" in data:
+            key = f"{prefix}.differential_privacy_config".lstrip(".")
+            if data["differential_privacy_config"] is not None:
+                raise ConfigError(f"{key}: differentially private training has no counterpart "
+                                  "in torchgarden; remove the key (null is accepted)", key=key)
+            data = {k: v for k, v in data.items() if k != "differential_privacy_config"}
+            notice(key, "ignored", "null: no differential privacy, as Model Garden's default")
+        return super()._read_model_garden_keys(data, prefix)
 
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""

@@ -242,3 +242,15 @@ def test_num_gpus_beside_a_strategy_that_does_not_read_it_is_ignored_as_there():
             {"runtime": {"distribution_strategy": "tpu", "num_gpus": 0}})
     assert config.runtime.device == "auto"
     assert {n.key: n.action for n in notes}["runtime.num_gpus"] == "ignored"
+
+
+def test_differential_privacy_config_null_is_ignored_and_a_setting_refused():
+    from torchgarden.config import ExperimentConfig
+    from torchgarden.config.notices import collect_notices
+
+    with collect_notices() as notes:
+        ExperimentConfig().override({"task": {"differential_privacy_config": None}})
+    assert [n.action for n in notes] == ["ignored"]
+    with pytest.raises(ConfigError, match="task.differential_privacy_config: differentially"):
+        ExperimentConfig().override(
+            {"task": {"differential_privacy_config": {"clipping_norm": 1.0}}})
