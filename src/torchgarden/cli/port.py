@@ -91,8 +91,8 @@ def classify(base: Any, data: Mapping[str, Any]) -> tuple[list[PortRow], Any]:
     """Judges each leaf key of ``data`` over the config ``base`` (not changed).
 
     Returns:
-        The rows, in the file's order (a key refused by validation last), and the resolved,
-        validated config; None when a key is refused.
+        The rows, in the file's order (a problem of the whole config, naming no key of the
+        file, last), and the resolved, validated config; None when anything is refused.
     """
     leaves = dict(_leaves(data))
     rows: dict[str, PortRow] = {}
