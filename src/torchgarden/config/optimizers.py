@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from torchgarden.config.base import Config
+from torchgarden.config.errors import choose
 from torchgarden.config.notices import ModelGardenKey, mapped
 from torchgarden.config.oneof import OneOfConfig
 
@@ -28,6 +29,10 @@ _field = dataclasses.field
 def _one_regex(value: Any) -> Any:
     """A single pattern string (Model Garden accepts one) as the list of one regex."""
     return [value] if isinstance(value, str) else value
+
+
+def _check_update_rule(config: Config) -> None:
+    choose(config, "update_rule", ("torch", "keras"))
 
 
 _ONE_REGEX = mapped(convert=_one_regex, note="one regex, matched with re.search on parameter "
@@ -70,6 +75,13 @@ class SGDConfig(BaseOptimizerConfig):
     decay: float = 0.0
     """Keras' legacy inverse-time decay (0 is off): the rate at step ``t`` is
     ``schedule(t) / (1 + decay * t)``."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass
@@ -82,6 +94,13 @@ class SGDExperimentalConfig(BaseOptimizerConfig):
     """Use Nesterov momentum."""
     jit_compile: bool = False
     """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass
@@ -96,6 +115,13 @@ class AdamMomentsConfig(BaseOptimizerConfig):
     """Numerical-stability term (Keras' default; PyTorch's is 1e-8)."""
     amsgrad: bool = False
     """Use the AMSGrad variant."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass
@@ -161,6 +187,13 @@ class RMSpropConfig(BaseOptimizerConfig):
     """Normalise by the estimated gradient variance."""
     weight_decay: float = 0.0
     """L2 penalty added to the gradient."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass

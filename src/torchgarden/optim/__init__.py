@@ -15,6 +15,7 @@ from torchgarden.optim.factory import (
     register_optimizer,
     set_learning_rate,
 )
+from torchgarden.optim.keras_rules import KerasAdam, KerasRMSprop, KerasSGD
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
@@ -43,6 +44,9 @@ __all__ = [
     "ExponentialDecay",
     "ExponentialMovingAverage",
     "InverseTimeDecay",
+    "KerasAdam",
+    "KerasRMSprop",
+    "KerasSGD",
     "LAMB",
     "LARS",
     "LearningRateSchedule",

@@ -68,6 +68,7 @@ from torch import nn
 
 from torchgarden.optim._config_access import OPTIMIZATION_PATH, selected
 from torchgarden.optim.clipping import add_gradient_clipping
+from torchgarden.optim.keras_rules import keras_rule
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.param_groups import ParamGroups, build_param_groups, name_overrides
 
@@ -163,7 +164,8 @@ def _implementation(kind: str, param_groups: ParamGroups, fused: bool | None) ->
 
 def _sgd(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None,
          weight_decay: float) -> torch.optim.Optimizer:
-    return torch.optim.SGD(
+    keras = keras_rule("sgd", config, param_groups, lr=lr, fused=fused, weight_decay=weight_decay)
+    return keras or torch.optim.SGD(
         param_groups,
         lr=lr,
         momentum=config.momentum,
@@ -187,7 +189,9 @@ def _adam_moments(config: Any) -> dict[str, Any]:
 
 @register_optimizer("adam")
 def _build_adam(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
-    return torch.optim.Adam(
+    keras = keras_rule("adam", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay)
+    return keras or torch.optim.Adam(
         param_groups,
         lr=lr,
         weight_decay=config.weight_decay,
@@ -198,7 +202,9 @@ def _build_adam(config: Any, param_groups: ParamGroups, *, lr: float, fused: boo
 
 @register_optimizer("adamw")
 def _build_adamw(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
-    return torch.optim.AdamW(
+    keras = keras_rule("adamw", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay_rate)
+    return keras or torch.optim.AdamW(
         param_groups,
         lr=lr,
         weight_decay=config.weight_decay_rate,
@@ -209,7 +215,9 @@ def _build_adamw(config: Any, param_groups: ParamGroups, *, lr: float, fused: bo
 
 @register_optimizer("rmsprop")
 def _build_rmsprop(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
-    return torch.optim.RMSprop(
+    keras = keras_rule("rmsprop", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay)
+    return keras or torch.optim.RMSprop(
         param_groups,
         lr=lr,
         alpha=config.rho,

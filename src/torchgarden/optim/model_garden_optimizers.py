@@ -46,6 +46,7 @@ from torchgarden.optim.factory import (
     _sgd,
     register_optimizer,
 )
+from torchgarden.optim.keras_rules import keras_rule
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.param_groups import ParamGroups
 
@@ -120,7 +121,9 @@ def _build_adam_experimental(config: Any, param_groups: ParamGroups, *, lr: floa
 def _build_adamw_experimental(config: Any, param_groups: ParamGroups, *, lr: float,
                               fused: bool | None) -> torch.optim.Optimizer:
     _no_jit("adamw_experimental", config)
-    return torch.optim.AdamW(
+    keras = keras_rule("adamw", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay)
+    return keras or torch.optim.AdamW(
         param_groups, lr=lr, weight_decay=config.weight_decay, **_adam_moments(config),
         **_implementation("adamw", param_groups, fused))
 
