@@ -1,5 +1,5 @@
 """``torchgarden`` / ``python -m torchgarden``: train, eval, list, config, export, report,
-convert.
+convert, port.
 
 ``torchgarden --help`` and ``torchgarden list`` do not import torch.
 """
@@ -19,6 +19,7 @@ from typing import Any
 
 from torchgarden.cli import convert as convert_cli
 from torchgarden.cli import export as export_cli
+from torchgarden.cli import port as port_cli
 from torchgarden.cli import report as report_cli
 from torchgarden.cli import tune as tune_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.add_parser(sub)
     convert_cli.add_parser(sub)
     tune_cli.add_parser(sub)
+    port_cli.add_parser(sub)
     for command in sub.choices.values():  # `torchgarden train ... --verbose` works too.
         if "--verbose" not in command._option_string_actions:
             command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
@@ -318,7 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     handlers = {"list": _command_list, "config": _command_config,
                 "train": _command_run, "eval": _command_run, **export_cli.COMMANDS,
-                **report_cli.COMMANDS, **convert_cli.COMMANDS, **tune_cli.COMMANDS}
+                **report_cli.COMMANDS, **convert_cli.COMMANDS, **tune_cli.COMMANDS,
+                **port_cli.COMMANDS}
     try:
         return handlers[args.command](args)
     except _preempted() as preempted:

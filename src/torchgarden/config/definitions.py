@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 import signal
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.errors import choose as _choose
 from torchgarden.config.errors import require as _require
 from torchgarden.config.finetuning import ParamRuleConfig, UnfreezeStepConfig, check_fine_tuning
-from torchgarden.config.notices import ModelGardenKey, ignored
+from torchgarden.config.notices import ModelGardenKey, ignored, notice
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -170,6 +170,18 @@ class TaskConfig(Config):
         elif isinstance(annotation, type):
             own["validation_data"] = annotation | dict[str, annotation]  # type: ignore[valid-type]
 
+    def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """As the base class; Model Garden's ``differential_privacy_config``, which a dumped
+        params.yaml holds as null, is ignored when null and refused otherwise."""
+        if "differential_privacy_config" in data:
+            key = f"{prefix}.differential_privacy_config".lstrip(".")
+            if data["differential_privacy_config"] is not None:
+                raise ConfigError(f"{key}: differentially private training has no counterpart "
+                                  "in torchgarden; remove the key (null is accepted)", key=key)
+            data = {k: v for k, v in data.items() if k != "differential_privacy_config"}
+            notice(key, "ignored", "null: no differential privacy, as Model Garden's default")
+        return super()._read_model_garden_keys(data, prefix)
+
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""
         if self.init_checkpoint_modules not in ("", "all", [], ["all"]) \
@@ -182,9 +194,28 @@ class TaskConfig(Config):
             )
 
 
+_GRAPH = ("torch runs the step eagerly; runtime.enable_xla compiles it "
+          "(runtime.steps_per_graph: steps per compiled call)")
+
+
 @dataclasses.dataclass
 class TrainerConfig(Config):
-    """How and when training runs: loop lengths, intervals, checkpoints, recovery."""
+    """How and when training runs: loop lengths, intervals, checkpoints, recovery.
+
+    Orbit's TensorFlow graph switches (``train_tf_function``, ``train_tf_while_loop``,
+    ``eval_tf_function``, ``eval_tf_while_loop``, ``allow_tpu_summary``) are accepted and
+    ignored with a notice (`MODEL_GARDEN_KEYS`).
+    """
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "train_tf_function": ignored(f"TF graph tracing; {_GRAPH}"),
+        "train_tf_while_loop": ignored(f"TF's in-graph step loop; {_GRAPH}"),
+        "eval_tf_function": ignored("TF graph tracing; runtime.compile_eval compiles the eval "
+                                    "step"),
+        "eval_tf_while_loop": ignored("TF's in-graph eval loop; torch evaluates eagerly"),
+        "allow_tpu_summary": ignored("summaries inside a TPU program; no TPU here, summaries "
+                                     "are written every trainer.summary_interval"),
+    }
 
     optimizer_config: OptimizationConfig = _field(default_factory=OptimizationConfig)
     """Optimizer, learning rate, warmup and EMA."""

@@ -16,9 +16,11 @@ from torchgarden.optim.factory import (
     set_learning_rate,
 )
 from torchgarden.optim.freezing import FreezeSchedule
+from torchgarden.optim.keras_rules import KerasAdam, KerasRMSprop, KerasSGD
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
+from torchgarden.optim.model_garden_optimizers import SGDTorch
 from torchgarden.optim.model_garden_schedules import (
     InverseTimeDecay,
     PowerAndLinearDecay,
@@ -45,6 +47,9 @@ __all__ = [
     "ExponentialMovingAverage",
     "FreezeSchedule",
     "InverseTimeDecay",
+    "KerasAdam",
+    "KerasRMSprop",
+    "KerasSGD",
     "LAMB",
     "LARS",
     "LearningRateSchedule",
@@ -56,6 +61,7 @@ __all__ = [
     "PowerAndLinearDecay",
     "PowerDecay",
     "PowerDecayWithOffset",
+    "SGDTorch",
     "StepCosineDecayWithOffset",
     "add_gradient_clipping",
     "apply_param_rules",
