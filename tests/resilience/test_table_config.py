@@ -154,6 +154,8 @@ CASES = [
          ("trainer.optimizer_config.warmup.linear.warmup_learning_rate is -0.1",)),
     Case("schedule_fields_giving_a_negative_rate",
          toy(SHORT, "trainer.optimizer_config.learning_rate.type=cosine",
+             "trainer.optimizer_config.learning_rate.cosine.initial_learning_rate=0.1",
+             "trainer.optimizer_config.learning_rate.cosine.decay_steps=10",
              "trainer.optimizer_config.learning_rate.cosine.alpha=-1"),
          ("trainer.optimizer_config.learning_rate.cosine:", "alpha=-1.0",
           "give the learning rate -0.1 at step")),

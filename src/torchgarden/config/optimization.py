@@ -50,8 +50,10 @@ class ScheduleConfig(Config):
             if not (name.endswith("learning_rate") or name == "values"):
                 continue
             for rate in rates if isinstance(rates, list) else [rates]:
-                # NaN is left to Config._validate, which says "is NaN" for every field.
-                if not (math.isfinite(rate) and rate >= 0 or math.isnan(rate)):
+                # NaN is left to Config._validate, which says "is NaN" for every field;
+                # None (unset) to the build, which requires the fields Model Garden does.
+                if rate is not None and not (math.isfinite(rate) and rate >= 0
+                                             or math.isnan(rate)):
                     key = self.field_path(name)
                     raise ConfigError(f"{key} is {rates!r}; a learning rate must be finite and "
                                       ">= 0", key=key)
