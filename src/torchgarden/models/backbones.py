@@ -20,6 +20,7 @@ This module is torch-free.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from torchgarden.config import Config
 from torchgarden.config.errors import ConfigError, not_one_of
@@ -28,16 +29,12 @@ from torchgarden.config.oneof import OneOfConfig
 __all__ = [
     "ACTIVATIONS",
     "Backbone",
-    "DilatedResNet",
     "EfficientNet",
-    "MobileDet",
+    "KERNEL_INITIALIZER_NAMES",
     "MobileNet",
     "NormActivation",
     "RESNET_SPECS",
     "ResNet",
-    "RevNet",
-    "SpineNet",
-    "SpineNetMobile",
     "Transformer",
     "VIT_SPECS",
     "VisionTransformer",
@@ -73,6 +70,12 @@ ACTIVATIONS: dict[str, str] = {
     "sigmoid": "sigmoid", "tanh": "tanh", "linear": "linear", "identity": "linear",
     "mish": "mish",
 }
+
+#: Keras initializer names a classification head's ``kernel_initializer`` may take.
+KERNEL_INITIALIZER_NAMES: tuple[str, ...] = (
+    "random_uniform", "random_normal", "truncated_normal", "zeros", "ones", "glorot_uniform",
+    "glorot_normal", "he_uniform", "he_normal", "lecun_uniform", "lecun_normal",
+    "VarianceScaling")
 
 _MOBILENETS = ("MobileNetV1", "MobileNetV2")
 _TRANSFORMERS_MOBILENETS = "transformers builds MobileNetV1 and MobileNetV2 only"
@@ -160,38 +163,6 @@ class ResNet(Config):
 
 
 @dataclasses.dataclass
-class DilatedResNet(Config):
-    """Model Garden's dilated ResNet (DeepLab); refused: no installed library builds it."""
-
-    model_id: int = 50
-    """Depth. Defaults to 50."""
-    output_stride: int = 16
-    """Output stride. Defaults to 16."""
-    multigrid: list[int] | None = None
-    """Multigrid dilation rates of the last stage. Defaults to None."""
-    stem_type: str = "v0"
-    """Stem type. Defaults to v0."""
-    last_stage_repeats: int = 1
-    """Repeats of the last stage. Defaults to 1."""
-    se_ratio: float = 0.0
-    """Squeeze-and-excitation ratio. Defaults to 0.0."""
-    stochastic_depth_drop_rate: float = 0.0
-    """Stochastic depth. Defaults to 0.0."""
-    resnetd_shortcut: bool = False
-    """ResNet-D shortcuts. Defaults to False."""
-    replace_stem_max_pool: bool = False
-    """Strided-conv stem. Defaults to False."""
-
-
-@dataclasses.dataclass
-class RevNet(Config):
-    """Model Garden's reversible ResNet; refused: no installed library builds it."""
-
-    model_id: int = 56
-    """Depth. Defaults to 56."""
-
-
-@dataclasses.dataclass
 class EfficientNet(Config):
     """Model Garden's EfficientNet options; built as transformers' ``EfficientNetModel``."""
 
@@ -248,50 +219,6 @@ class MobileNet(Config):
              "return stage outputs only"),
         ]
         _raise_first(key, self, checks)
-
-
-@dataclasses.dataclass
-class SpineNet(Config):
-    """Model Garden's SpineNet; refused: no installed library builds it."""
-
-    model_id: str = "49"
-    """Size. Defaults to 49."""
-    stochastic_depth_drop_rate: float = 0.0
-    """Stochastic depth. Defaults to 0.0."""
-    min_level: int = 3
-    """Finest output level. Defaults to 3."""
-    max_level: int = 7
-    """Coarsest output level. Defaults to 7."""
-
-
-@dataclasses.dataclass
-class SpineNetMobile(Config):
-    """Model Garden's mobile SpineNet; refused: no installed library builds it."""
-
-    model_id: str = "49"
-    """Size. Defaults to 49."""
-    stochastic_depth_drop_rate: float = 0.0
-    """Stochastic depth. Defaults to 0.0."""
-    se_ratio: float = 0.2
-    """Squeeze-and-excitation ratio. Defaults to 0.2."""
-    expand_ratio: int = 6
-    """Expansion ratio. Defaults to 6."""
-    min_level: int = 3
-    """Finest output level. Defaults to 3."""
-    max_level: int = 7
-    """Coarsest output level. Defaults to 7."""
-    use_keras_upsampling_2d: bool = False
-    """Keras upsampling. Defaults to False."""
-
-
-@dataclasses.dataclass
-class MobileDet(Config):
-    """Model Garden's MobileDet; refused: no installed library builds it."""
-
-    model_id: str = "MobileDetCPU"
-    """Variant. Defaults to MobileDetCPU."""
-    filter_size_scale: float = 1.0
-    """Width multiplier. Defaults to 1.0."""
 
 
 @dataclasses.dataclass
@@ -404,20 +331,20 @@ class Backbone(OneOfConfig):
     """The backbone in use: one of the fields below. Defaults to None."""
     resnet: ResNet = dataclasses.field(default_factory=ResNet)
     """ResNet options."""
-    dilated_resnet: DilatedResNet = dataclasses.field(default_factory=DilatedResNet)
-    """Dilated ResNet options (refused)."""
-    revnet: RevNet = dataclasses.field(default_factory=RevNet)
-    """RevNet options (refused)."""
+    dilated_resnet: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Dilated ResNet options (the type is refused, so they are not read)."""
+    revnet: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """RevNet options (the type is refused, so they are not read)."""
     efficientnet: EfficientNet = dataclasses.field(default_factory=EfficientNet)
     """EfficientNet options."""
-    spinenet: SpineNet = dataclasses.field(default_factory=SpineNet)
-    """SpineNet options (refused)."""
-    spinenet_mobile: SpineNetMobile = dataclasses.field(default_factory=SpineNetMobile)
-    """Mobile SpineNet options (refused)."""
+    spinenet: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """SpineNet options (the type is refused, so they are not read)."""
+    spinenet_mobile: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Mobile SpineNet options (the type is refused, so they are not read)."""
     mobilenet: MobileNet = dataclasses.field(default_factory=MobileNet)
     """MobileNet options."""
-    mobiledet: MobileDet = dataclasses.field(default_factory=MobileDet)
-    """MobileDet options (refused)."""
+    mobiledet: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """MobileDet options (the type is refused, so they are not read)."""
     vit: VisionTransformer = dataclasses.field(default_factory=VisionTransformer)
     """Vision Transformer options."""
 
