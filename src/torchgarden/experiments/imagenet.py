@@ -9,8 +9,8 @@ written against one of them means here what it means there::
     torchgarden train --experiment resnet_imagenet --config_file imagenet_resnet50_gpu.yaml
 
 Where the model needs what no installed library builds (ResNet-RS: squeeze-and-excitation
-and the ResNet-D stem; RevNet; DeiT's stochastic depth), the experiment is registered all
-the same and validation refuses it in one line naming the key.
+and the ResNet-D stem; RevNet), the experiment is registered all the same and validation
+refuses it in one line naming the key.
 
 This module is torch-free.
 """
@@ -175,8 +175,9 @@ def _vit(*, representation_size: int, weight_decay: float, learning_rate: float,
 
 @register_experiment("deit_imagenet_pretrain")
 def deit_imagenet_pretrain() -> ExperimentConfig:
-    """DeiT-style ViT-B/16 pre-training (Model Garden's ``deit_imagenet_pretrain``); refused at
-    validation: its stochastic depth (0.1) is built by no installed library's ViT."""
+    """DeiT-style ViT-B/16 pre-training (Model Garden's ``deit_imagenet_pretrain``): stochastic
+    depth 0.1, AdamW, weight decay 0.05, cosine from 0.0005*B/512, label smoothing 0.1 on
+    soft labels (mixup/cutmix come with the data config)."""
     parts = _vit(representation_size=768, weight_decay=0.05,
                  learning_rate=0.0005 * 4096 / 512,
                  warmup_steps=5 * (IMAGENET_TRAIN_EXAMPLES // 4096),

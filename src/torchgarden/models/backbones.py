@@ -128,7 +128,8 @@ class ResNet(Config):
     se_ratio: float = 0.0
     """Squeeze-and-excitation ratio; only 0 (none) is built. Defaults to 0.0."""
     stochastic_depth_drop_rate: float = 0.0
-    """Stochastic depth; only 0 is built (transformers' ResNet has none). Defaults to 0.0."""
+    """Stochastic depth of the last stage; stage ``i`` (0..3) drops each block's residual
+    branch with probability ``rate * (i + 2) / 5``. Defaults to 0.0."""
     scale_stem: bool = True
     """Whether ``depth_multiplier`` scales the stem too. Defaults to True."""
     resnetd_shortcut: bool = False
@@ -151,8 +152,6 @@ class ResNet(Config):
             ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why),
             ("replace_stem_max_pool", self.replace_stem_max_pool, "a strided-conv stem",
              "transformers' ResNet stem always max-pools"),
-            ("stochastic_depth_drop_rate", self.stochastic_depth_drop_rate > 0,
-             "stochastic depth in a ResNet", why),
             ("bn_trainable", not self.bn_trainable, "frozen batch norm in the backbone",
              "transformers' ResNet trains its batch norm; freeze it with a fine-tuning config"),
         ]
@@ -258,7 +257,8 @@ class VisionTransformer(Config):
     transformer: Transformer = dataclasses.field(default_factory=Transformer)
     """The encoder's sizes and dropout rates."""
     init_stochastic_depth_rate: float = 0.0
-    """Stochastic depth; only 0 is built (transformers' ViT has none). Defaults to 0.0."""
+    """Stochastic depth of the last encoder block; block ``i`` of ``n`` drops its residual
+    branches with probability ``rate * (i + 1) / n``. Defaults to 0.0."""
     original_init: bool = True
     """True: LeCun-normal patch embedding and Glorot-uniform encoder kernels (the ViT
     paper's); False: He-uniform patch embedding and truncated-normal(0.02) kernels.
@@ -286,8 +286,6 @@ class VisionTransformer(Config):
         checks = [
             ("pooler", self.pooler != "token", f"a ViT with pooler {self.pooler!r}",
              "transformers' ViT always prepends a class token; use pooler: token"),
-            ("init_stochastic_depth_rate", self.init_stochastic_depth_rate > 0,
-             "stochastic depth in a ViT", why),
             ("layer_scale_init_value", self.layer_scale_init_value > 0, "LayerScale", why),
             ("pos_embed_shape", self.pos_embed_shape is not None,
              "position embeddings interpolated from another grid", why),
@@ -296,6 +294,10 @@ class VisionTransformer(Config):
         ]
         _raise_first(key, self, checks)
         hidden, _, _, heads, _ = self.sizes()
+        if not 0.0 <= self.init_stochastic_depth_rate < 1.0:
+            raise ConfigError(f"{key}.init_stochastic_depth_rate must be in [0, 1), received "
+                              f"{self.init_stochastic_depth_rate}",
+                              key=f"{key}.init_stochastic_depth_rate")
         if hidden % heads:
             raise ConfigError(f"{key}.hidden_size ({hidden}) must be a multiple of "
                               f"transformer.num_heads ({heads})", key=f"{key}.hidden_size")

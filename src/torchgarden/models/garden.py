@@ -146,10 +146,13 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
     if backbone.type == "vit":
         model = cls(config, add_pooling_layer=bool(backbone.vit.representation_size))
         _init_vit(model, original=backbone.vit.original_init)
+        _add_stochastic_depth(model, backbone.vit.init_stochastic_depth_rate, key=key)
         features = backbone.vit.representation_size or config.hidden_size
     else:
         model = _with_norm(cls(config), norm_activation)
         features = _last_width(model)
+        if backbone.type == "resnet":
+            _add_resnet_stochastic_depth(model, backbone.resnet.stochastic_depth_drop_rate)
     return GardenBackbone(model, kind=backbone.type or "", num_features=features)
 
 
@@ -207,6 +210,57 @@ KERNEL_INITIALIZERS: dict[str, Any] = {
     "VarianceScaling": lambda t: variance_scaling_(t, scale=1.0, mode="fan_in",
                                                    distribution="truncated_normal"),
 }
+
+
+class DropoutDropPath(nn.Module):
+    """Dropout, then stochastic depth: in training each example's branch is dropped with
+    probability ``rate`` and the kept ones scaled by ``1 / (1 - rate)`` (Model Garden's
+    ``StochasticDepth``, applied where its encoder block applies it: after the output
+    dropout, before the residual sum).
+
+    Args:
+        dropout: The layer's own dropout (kept, so state dicts do not change).
+        rate: Drop probability.
+    """
+
+    def __init__(self, dropout: nn.Module, rate: float) -> None:
+        super().__init__()
+        self.dropout = dropout
+        self.rate = rate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Returns ``x`` with dropout and, in training, per-example stochastic depth."""
+        x = self.dropout(x)
+        if not self.training or self.rate == 0.0:
+            return x
+        keep = 1.0 - self.rate
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
+        return x * mask / keep
+
+
+def _add_stochastic_depth(model: nn.Module, rate: float, *, key: str) -> None:
+    """Stochastic depth ``rate * (i + 1) / num_layers`` in encoder block ``i`` (Model
+    Garden's ``init_stochastic_depth_rate`` schedule), on both residual branches."""
+    if not rate:
+        return
+    blocks = list(getattr(model, "layers", None) or model.encoder.layer)
+    if not all(isinstance(getattr(b, "dropout", None), nn.Dropout) for b in blocks):
+        raise ValueError(f"{key}.vit.init_stochastic_depth_rate: this transformers version's "
+                         "ViT blocks have no residual dropout to add stochastic depth to; "
+                         "set it to 0")
+    for i, block in enumerate(blocks):
+        block.dropout = DropoutDropPath(block.dropout, rate * (i + 1) / len(blocks))
+
+
+def _add_resnet_stochastic_depth(model: nn.Module, rate: float) -> None:
+    """Stochastic depth ``rate * (i + 2) / 5`` in stage ``i`` (Model Garden's ResNet), on each
+    block's residual branch after its last batch norm, before the shortcut is added. The drop
+    is appended to the block's ``nn.Sequential``, so state-dict keys do not change."""
+    if not rate:
+        return
+    for i, stage in enumerate(model.encoder.stages):
+        for block in stage.layers:
+            block.layer.append(DropoutDropPath(nn.Identity(), rate * (i + 2) / 5))
 
 
 def _init_vit(model: nn.Module, *, original: bool) -> None:

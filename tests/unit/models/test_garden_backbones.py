@@ -14,6 +14,7 @@ from torchgarden.config.errors import ConfigError
 from torchgarden.models.backbones import Backbone, NormActivation
 from torchgarden.models.garden import (
     KERNEL_INITIALIZERS,
+    DropoutDropPath,
     GardenClassifier,
     build_garden_backbone,
     library_settings,
@@ -156,8 +157,6 @@ def test_vit_original_init_false_draws_kernels_with_std_002():
     ({"resnet": {"stem_type": "v1"}}, "resnet.stem_type", "ResNet-D (v1) stem"),
     ({"resnet": {"resnetd_shortcut": True}}, "resnet.resnetd_shortcut", "ResNet-D shortcuts"),
     ({"resnet": {"replace_stem_max_pool": True}}, "resnet.replace_stem_max_pool", "stem"),
-    ({"resnet": {"stochastic_depth_drop_rate": 0.1}}, "resnet.stochastic_depth_drop_rate",
-     "stochastic depth"),
     ({"resnet": {"bn_trainable": False}}, "resnet.bn_trainable", "frozen batch norm"),
     ({"resnet": {"model_id": 51}}, "resnet.model_id", "is not one of"),
     ({"type": "spinenet"}, "type", "SpineNet"),
@@ -166,8 +165,8 @@ def test_vit_original_init_false_draws_kernels_with_std_002():
      "mobilenet.model_id", "MobileNetV3Large"),
     ({"type": "efficientnet"}, "efficientnet.se_ratio", "squeeze-and-excitation ratio"),
     ({"type": "vit", "vit": {"pooler": "gap"}}, "vit.pooler", "class token"),
-    ({"type": "vit", "vit": {"init_stochastic_depth_rate": 0.1}},
-     "vit.init_stochastic_depth_rate", "stochastic depth"),
+    ({"type": "vit", "vit": {"layer_scale_init_value": 0.1}},
+     "vit.layer_scale_init_value", "LayerScale"),
 ])
 def test_what_no_library_builds_is_refused_naming_the_key(spec, key, words):
     spec = {"type": "resnet", **spec}
@@ -180,3 +179,33 @@ def test_what_no_library_builds_is_refused_naming_the_key(spec, key, words):
 
 def test_options_of_an_unused_block_are_not_refused():
     _backbone({"type": "vit", "resnet": {"se_ratio": 0.25}, "vit": {"model_name": "vit-s16"}})
+
+
+def test_vit_stochastic_depth_grows_linearly_over_the_blocks():
+    spec = {"type": "vit", "vit": {"model_name": "tiny", "hidden_size": 8, "patch_size": 4,
+                                   "init_stochastic_depth_rate": 0.3, "transformer": {
+                                       "mlp_dim": 16, "num_heads": 2, "num_layers": 3}}}
+    built = build_garden_backbone(_backbone(spec), NormActivation(), input_size=(8, 8, 3))
+    rates = [m.rate for m in built.modules() if isinstance(m, DropoutDropPath)]
+    assert rates == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_drop_path_drops_whole_examples_in_training_only():
+    torch.manual_seed(0)
+    layer = DropoutDropPath(torch.nn.Dropout(0.0), 0.25)
+    out = layer(torch.ones(4000, 3))
+    kept = out[:, 0] != 0
+    assert torch.equal(out[kept], torch.full_like(out[kept], 1 / 0.75))
+    assert torch.all(out[~kept] == 0) and (~kept).float().mean().item() == pytest.approx(0.25,
+                                                                                         abs=0.03)
+    assert torch.equal(layer.eval()(torch.ones(5, 3)), torch.ones(5, 3))
+
+
+def test_resnet_stochastic_depth_per_stage_keeps_the_state_dict_keys():
+    spec = {"type": "resnet", "resnet": {"model_id": 18, "depth_multiplier": 0.125}}
+    plain = build_garden_backbone(_backbone(spec), NormActivation(), input_size=(16, 16, 3))
+    spec["resnet"]["stochastic_depth_drop_rate"] = 0.5
+    dropped = build_garden_backbone(_backbone(spec), NormActivation(), input_size=(16, 16, 3))
+    rates = [m.rate for m in dropped.modules() if isinstance(m, DropoutDropPath)]
+    assert rates == pytest.approx([0.2] * 2 + [0.3] * 2 + [0.4] * 2 + [0.5] * 2)
+    assert list(plain.state_dict()) == list(dropped.state_dict())
