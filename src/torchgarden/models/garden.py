@@ -37,7 +37,8 @@ from torchgarden.models.backbones import (
 from torchgarden.models.names import require_library
 from torchgarden.models.transformers_models import transformers_config
 
-__all__ = ["GardenBackbone", "GardenClassifier", "build_garden_backbone", "library_settings"]
+__all__ = ["GardenBackbone", "GardenClassifier", "build_garden_backbone", "build_pyramid_backbone",
+           "library_settings", "with_norm"]
 
 #: Backbone type (MobileNet: model_id) -> transformers model type and base model class.
 _MODELS: dict[str, tuple[str, str]] = {
@@ -149,7 +150,7 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
         _add_stochastic_depth(model, backbone.vit.init_stochastic_depth_rate, key=key)
         features = backbone.vit.representation_size or config.hidden_size
     else:
-        model = _with_norm(cls(config), norm_activation)
+        model = with_norm(cls(config), norm_activation)
         features = _last_width(model)
         if backbone.type == "resnet":
             _add_resnet_stochastic_depth(model, backbone.resnet.stochastic_depth_drop_rate)
@@ -161,8 +162,41 @@ def _last_width(model: nn.Module) -> int:
     return [m for m in model.modules() if isinstance(m, nn.Conv2d)][-1].out_channels
 
 
-def _with_norm(model: nn.Module, norm: NormActivation) -> nn.Module:
-    """Model Garden's batch norm settings on every batch norm layer of ``model``."""
+def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
+                           in_channels: int = 3, key: str = "task.model.backbone"
+                           ) -> nn.Module | None:
+    """The multi-level backbone of RetinaNet or segmentation (``{str(level): map}``).
+
+    Args:
+        backbone: A checked ``LibraryBackbone``: ``type: resnet`` builds Model Garden's
+            ResNet (transformers ``ResNetBackbone``, levels 2..5); unset ``type`` with a
+            ``name`` builds that library model; neither gives None (the task's built-in).
+        norm_activation: Activation and batch norm of Model Garden's ResNet.
+        in_channels: Input channels. Defaults to 3.
+        key: The config key named in errors.
+    """
+    from torchgarden.models.library import build_backbone
+
+    if backbone.type == "resnet":
+        _, settings = library_settings(backbone, norm_activation,
+                                       input_size=(64, 64, in_channels))
+        built = build_backbone("transformers/resnet", in_channels=in_channels,
+                               settings=settings, pretrained_path=backbone.pretrained_path,
+                               ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key)
+        _add_resnet_stochastic_depth(built.model, backbone.resnet.stochastic_depth_drop_rate)
+        return built
+    if backbone.name:
+        return build_backbone(backbone.name, in_channels=in_channels,
+                              settings=backbone.library_config,
+                              pretrained_path=backbone.pretrained_path,
+                              ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key)
+    return None
+
+
+def with_norm(model: nn.Module, norm: NormActivation) -> nn.Module:
+    """Model Garden's batch norm settings on every batch norm layer of ``model``:
+    ``norm_momentum`` (Keras' meaning), ``norm_epsilon``, and ``use_sync_bn`` (synchronised
+    batch norm when the run has more than one process; the converted model is returned)."""
     for module in model.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
             module.momentum = 1.0 - norm.norm_momentum  # Keras keeps, torch replaces
@@ -308,7 +342,7 @@ class GardenClassifier(nn.Module):
         norm = norm_activation or NormActivation()
         self.backbone = backbone
         width = backbone.num_features
-        self.head_norm = _with_norm(nn.BatchNorm2d(width), norm) if add_head_batch_norm \
+        self.head_norm = with_norm(nn.BatchNorm2d(width), norm) if add_head_batch_norm \
             else nn.Identity()
         self.dropout = nn.Dropout(dropout_rate)
         self.classifier = nn.Linear(width, num_classes)
