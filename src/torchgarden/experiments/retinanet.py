@@ -26,8 +26,10 @@ from torchgarden.config import (
     Config,
     DataConfig,
     ExperimentConfig,
+    OptimizationConfig,
     RuntimeConfig,
     TaskConfig,
+    TrainerConfig,
 )
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.notices import ModelGardenKey, mapped
@@ -51,6 +53,7 @@ __all__ = [
     "RetinaNetModelConfig",
     "retinanet",
     "retinanet_resnet18",
+    "retinanet_resnetfpn_coco",
 ]
 
 
@@ -286,3 +289,56 @@ def retinanet_resnet18() -> ExperimentConfig:
             "initial_learning_rate": 1e-3}}}},
     })
     return config
+
+
+COCO_TRAIN_EXAMPLES = 118287
+COCO_VAL_EXAMPLES = 5000
+
+
+@register_experiment("retinanet_resnetfpn_coco")
+def retinanet_resnetfpn_coco() -> ExperimentConfig:
+    """Model Garden's ``retinanet_resnetfpn_coco``: RetinaNet on a transformers ResNet-50
+    (Model Garden's depth and width) with Model Garden's FPN (levels 3-7, batch norm on
+    every level) and head (4 convs of 256, batch norms per level), 640x640x3 inputs, COCO
+    TFRecords under ``coco/``, SGD momentum 0.9 stepwise 0.32 x B/256 decayed at epochs 57
+    and 67 of 72, warmup 500 steps from 0.0067, L2 1e-4, bfloat16.
+
+    Model Garden starts the backbone from its ImageNet checkpoint on Cloud Storage; nothing is
+    downloaded here: set ``task.model.backbone.pretrained_path`` (or ``task.init_checkpoint``)
+    to a local file, or the backbone starts from random weights.
+    """
+    train_batch_size, eval_batch_size = 256, 8
+    steps_per_epoch = COCO_TRAIN_EXAMPLES // train_batch_size
+    scale = train_batch_size / 256.0
+    task = RetinaNetConfig()
+    task.override({
+        "model": {
+            "num_classes": 91, "input_size": [640, 640, 3], "min_level": 3, "max_level": 7,
+            "backbone": {"type": "resnet", "resnet": {"model_id": 50}},
+            "norm_activation": {"activation": "relu", "norm_momentum": 0.99,
+                                "norm_epsilon": 0.001, "use_sync_bn": False},
+            "anchor": {"num_scales": 3, "aspect_ratios": [0.5, 1.0, 2.0], "anchor_size": 4.0},
+            "decoder": {"type": "fpn", "fpn": {"num_filters": 256, "batch_norm": True}},
+            "head": {"num_convs": 4, "num_filters": 256, "norm_per_level": True},
+            "detection_generator": {"pre_nms_top_k": 5000}},
+        "losses": {"l2_weight_decay": 1e-4, "unmatched_threshold": 0.5},
+        "train_data": {"source": "tfrecord", "input_path": "coco/train*", "is_training": True,
+                       "global_batch_size": train_batch_size, "aug_rand_hflip": True,
+                       "aug_scale_min": 0.8, "aug_scale_max": 1.2},
+        "validation_data": {"source": "tfrecord", "input_path": "coco/val*",
+                            "is_training": False, "global_batch_size": eval_batch_size}})
+    return ExperimentConfig(
+        task=task,
+        trainer=TrainerConfig(
+            train_steps=72 * steps_per_epoch,
+            validation_steps=COCO_VAL_EXAMPLES // eval_batch_size,
+            validation_interval=steps_per_epoch, steps_per_loop=steps_per_epoch,
+            summary_interval=steps_per_epoch, checkpoint_interval=steps_per_epoch,
+            optimizer_config=OptimizationConfig.from_dict({
+                "optimizer": {"type": "sgd", "sgd": {"momentum": 0.9}},
+                "learning_rate": {"type": "stepwise", "stepwise": {
+                    "boundaries": [57 * steps_per_epoch, 67 * steps_per_epoch],
+                    "values": [0.32 * scale, 0.032 * scale, 0.0032 * scale]}},
+                "warmup": {"type": "linear", "linear": {
+                    "warmup_steps": 500, "warmup_learning_rate": 0.0067}}})),
+        runtime=RuntimeConfig(mixed_precision_dtype="bfloat16"))
