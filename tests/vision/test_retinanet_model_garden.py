@@ -110,3 +110,17 @@ def test_a_model_garden_resnet_backbone_trains_on_the_shapes(tmp_path):
         _, logs = tg.run_experiment(params=params, mode="train_and_eval",
                                     model_dir=str(tmp_path / "run"))
     assert logs and torch.isfinite(torch.tensor(float(logs["AP"])))
+
+
+def test_segmentation_takes_model_gardens_resnet_backbone():
+    params = tg.get_experiment("semantic_segmentation")
+    params.override({"task": {"model": {
+        "backbone": {"type": "resnet", "resnet": {"model_id": 18, "depth_multiplier": 0.125}},
+        "norm_activation": {"norm_momentum": 0.99, "norm_epsilon": 1e-3}}}})
+    model = tg.get_task(params.validate().task).build_model().eval()
+    assert model(torch.zeros(2, 3, 64, 64)).shape == (2, 4, 64, 64)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert norms and all(m.momentum == pytest.approx(0.01) and m.eps == 1e-3 for m in norms)
+    with pytest.raises(ConfigError, match=r"^task.model.backbone.type: 'dilated_resnet' needs"):
+        params.override({"task": {"model": {"backbone": {"type": "dilated_resnet"}}}})
+        params.validate()
