@@ -207,7 +207,7 @@ class ImageClassificationTask(Task):
             loss = loss + losses.l2_weight_decay * 0.5 * penalty
         if aux_losses:
             loss = loss + torch.stack([a.float() for a in aux_losses]).sum()
-        return loss * losses.loss_weight if losses.loss_weight != 1.0 else loss
+        return loss * losses.loss_weight
 
     def build_metrics(self, training: bool = True) -> list[Any]:
         k = self.task_config.evaluation.top_k

@@ -117,7 +117,7 @@ class RetinaNetTask(Task):
     def build_model(self) -> nn.Module:
         cfg = self.task_config.model
         backbone = build_pyramid_backbone(cfg.backbone, cfg.norm_activation)
-        generator = cfg.detection_generator
+        g = cfg.detection_generator
         model = RetinaNet(
             num_classes=cfg.num_classes, backbone=backbone, min_level=cfg.min_level,
             max_level=cfg.max_level, backbone_channels=cfg.backbone_channels,
@@ -126,13 +126,10 @@ class RetinaNetTask(Task):
             head_norm_per_level=cfg.head.norm_per_level,
             num_scales=cfg.anchor.num_scales, aspect_ratios=cfg.anchor.aspect_ratios,
             anchor_size=cfg.anchor.anchor_size, prior_probability=cfg.prior_probability,
-            box_weights=generator.box_coder_weights or (1.0, 1.0, 1.0, 1.0),
-            score_threshold=generator.pre_nms_score_threshold,
-            iou_threshold=generator.nms_iou_threshold,
-            max_detections=generator.max_num_detections, pre_nms_top_k=generator.pre_nms_top_k,
-        )
+            box_weights=g.box_coder_weights or (1.0, 1.0, 1.0, 1.0),
+            score_threshold=g.pre_nms_score_threshold, iou_threshold=g.nms_iou_threshold,
+            max_detections=g.max_num_detections, pre_nms_top_k=g.pre_nms_top_k)
         model = with_norm(model, cfg.norm_activation)
-        # Conv kernels carry losses.l2_weight_decay (Model Garden's kernel regularizer).
         self._l2_weights = [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
         return model
 
@@ -243,12 +240,12 @@ class RetinaNetTask(Task):
         cls_loss, box_loss = cls_loss / normalizer, box_loss / normalizer
         model_loss = cls_loss + loss_cfg.box_loss_weight * box_loss
         total = model_loss
-        if loss_cfg.l2_weight_decay:
-            penalty = torch.stack([w.square().sum() for w in self._l2_weights]).sum()
-            total = total + loss_cfg.l2_weight_decay * 0.5 * penalty
+        if loss_cfg.l2_weight_decay:  # Keras l2(l2_weight_decay / 2) on every conv kernel
+            total = total + loss_cfg.l2_weight_decay * 0.5 * sum(
+                w.square().sum() for w in self._l2_weights)
         if aux_losses:
             total = total + torch.stack([a.float() for a in aux_losses]).sum()
-        total = total * loss_cfg.loss_weight if loss_cfg.loss_weight != 1.0 else total
+        total = total * loss_cfg.loss_weight
         return {"total_loss": total, "cls_loss": cls_loss, "box_loss": box_loss,
                 "model_loss": model_loss}
 
