@@ -11,6 +11,7 @@ from torchgarden.experiments.image_classification import (
     ImageClassificationModelConfig,
     image_classification,
 )
+from torchgarden.experiments.imagenet import imagenet_experiment
 from torchgarden.experiments.language_model import (
     LanguageModelConfig,
     LanguageModelDataConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "ImageClassificationDataConfig",
     "ImageClassificationModelConfig",
     "image_classification",
+    "imagenet_experiment",
     "ToyRegressionConfig",
     "toy_regression",
     "GeneratedShapesConfig",

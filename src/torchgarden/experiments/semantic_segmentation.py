@@ -31,7 +31,8 @@ from torchgarden.config import (
 from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import auto_source, check_source
-from torchgarden.experiments.library_model import LibraryModelConfig
+from torchgarden.experiments.library_model import LibraryBackbone
+from torchgarden.models.backbones import NormActivation
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -136,10 +137,16 @@ class SegmentationModelConfig(Config):
     upsamples the logits (about 4x cheaper), 1 keeps full resolution. Defaults to 2."""
     dropout: float = 0.0
     """Dropout before the classifier. Defaults to 0.0."""
-    backbone: LibraryModelConfig = dataclasses.field(default_factory=LibraryModelConfig)
-    """A model library's backbone by name (``backbone.name: transformers/resnet``) under a
-    semantic-FPN head (`torchgarden.vision.BackboneSegmentationModel`); empty name = the
-    built-in encoder-decoder of ``widths``. Defaults to the built-in one."""
+    backbone: LibraryBackbone = dataclasses.field(default_factory=LibraryBackbone)
+    """Model Garden's one-of (``type: resnet``, built by transformers) or a model library's
+    backbone by name (``backbone.name: transformers/resnet``), under a semantic-FPN head
+    (`torchgarden.vision.BackboneSegmentationModel`); neither = the built-in
+    encoder-decoder of ``widths``. Defaults to the built-in one."""
+    norm_activation: NormActivation = dataclasses.field(
+        default_factory=lambda: NormActivation(norm_momentum=0.9, norm_epsilon=1e-5,
+                                               use_sync_bn=False))
+    """Batch norm of the whole model (and a Model Garden ResNet's activation). Defaults to
+    torch's batch norm (momentum 0.9 in Keras' terms, epsilon 1e-5)."""
 
     def check(self) -> None:
         if self.stem_stride not in (1, 2):

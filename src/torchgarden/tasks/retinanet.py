@@ -22,11 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchgarden import data, losses, metrics, models
+from torchgarden import data, losses, metrics
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig
 from torchgarden.layers import model_losses
+from torchgarden.models.garden import build_pyramid_backbone, with_norm
 from torchgarden.registry import register_task
 from torchgarden.tasks.serving import DetectorServing
 from torchgarden.utils.logs import Logs
@@ -115,22 +116,22 @@ class RetinaNetTask(Task):
 
     def build_model(self) -> nn.Module:
         cfg = self.task_config.model
-        backbone = None
-        if cfg.backbone.name:
-            backbone = models.build_backbone(
-                cfg.backbone.name, settings=cfg.backbone.library_config,
-                pretrained_path=cfg.backbone.pretrained_path,
-                ignore_mismatched_sizes=cfg.backbone.ignore_mismatched_sizes)
-        return RetinaNet(
+        backbone = build_pyramid_backbone(cfg.backbone, cfg.norm_activation)
+        g = cfg.detection_generator
+        model = RetinaNet(
             num_classes=cfg.num_classes, backbone=backbone, min_level=cfg.min_level,
-            max_level=cfg.max_level,
-            backbone_channels=cfg.backbone_channels, fpn_channels=cfg.fpn_channels,
-            head_channels=cfg.head_channels, num_head_convs=cfg.num_head_convs,
-            num_scales=cfg.num_scales, aspect_ratios=cfg.aspect_ratios,
-            anchor_size=cfg.anchor_size, prior_probability=cfg.prior_probability,
-            score_threshold=cfg.score_threshold, iou_threshold=cfg.nms_iou_threshold,
-            max_detections=cfg.max_num_detections, pre_nms_top_k=cfg.pre_nms_top_k,
-        )
+            max_level=cfg.max_level, backbone_channels=cfg.backbone_channels,
+            fpn_channels=cfg.decoder.fpn.num_filters, fpn_batch_norm=cfg.decoder.fpn.batch_norm,
+            head_channels=cfg.head.num_filters, num_head_convs=cfg.head.num_convs,
+            head_norm_per_level=cfg.head.norm_per_level,
+            num_scales=cfg.anchor.num_scales, aspect_ratios=cfg.anchor.aspect_ratios,
+            anchor_size=cfg.anchor.anchor_size, prior_probability=cfg.prior_probability,
+            box_weights=g.box_coder_weights or (1.0, 1.0, 1.0, 1.0),
+            score_threshold=g.pre_nms_score_threshold, iou_threshold=g.nms_iou_threshold,
+            max_detections=g.max_num_detections, pre_nms_top_k=g.pre_nms_top_k)
+        model = with_norm(model, cfg.norm_activation)
+        self._l2_weights = [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
+        return model
 
     def _annotation_file(self, params: RetinaNetDataConfig) -> str:
         """The split's COCO JSON: ``input_path``, or the generated shapes split."""
@@ -162,7 +163,7 @@ class RetinaNetTask(Task):
                 or with the other split's categories.
         """
         model_cfg = self.task_config.model
-        output_size = tuple(model_cfg.input_size)
+        output_size = tuple(model_cfg.input_size[:2])
         augmentation = None
         if params.is_training:
             jitter = params.color_jitter
@@ -239,8 +240,12 @@ class RetinaNetTask(Task):
         cls_loss, box_loss = cls_loss / normalizer, box_loss / normalizer
         model_loss = cls_loss + loss_cfg.box_loss_weight * box_loss
         total = model_loss
+        if loss_cfg.l2_weight_decay:  # Keras l2(l2_weight_decay / 2) on every conv kernel
+            total = total + loss_cfg.l2_weight_decay * 0.5 * sum(
+                w.square().sum() for w in self._l2_weights)
         if aux_losses:
             total = total + torch.stack([a.float() for a in aux_losses]).sum()
+        total = total * loss_cfg.loss_weight
         return {"total_loss": total, "cls_loss": cls_loss, "box_loss": box_loss,
                 "model_loss": model_loss}
 
@@ -383,7 +388,7 @@ class RetinaNetTask(Task):
         detections (see ``DetectorServing``); ``metadata["category_ids"]`` maps class
         ``k`` to its COCO category id."""
         config = self.task_config
-        height, width = config.model.input_size
+        height, width = config.model.input_size[:2]
         images = torch.randint(0, 256, (2, height, width, 3), dtype=torch.uint8,
                                generator=torch.Generator().manual_seed(0))
         module = DetectorServing(self, model, image_size=(height, width),

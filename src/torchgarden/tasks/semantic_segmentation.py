@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from torchgarden import data, losses, metrics, models
+from torchgarden import data, losses, metrics
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task, first_validation_data
 from torchgarden.experiments.semantic_segmentation import (
@@ -19,6 +19,7 @@ from torchgarden.experiments.semantic_segmentation import (
     SemanticSegmentationConfig,
 )
 from torchgarden.layers import model_losses
+from torchgarden.models.garden import build_pyramid_backbone, with_norm
 from torchgarden.registry import register_task
 from torchgarden.tasks.serving import SegmenterServing
 from torchgarden.utils.logs import Logs
@@ -128,16 +129,14 @@ class SemanticSegmentationTask(Task):
 
     def build_model(self) -> nn.Module:
         model = self.task_config.model
-        if model.backbone.name:
-            backbone = models.build_backbone(
-                model.backbone.name, settings=model.backbone.library_config,
-                pretrained_path=model.backbone.pretrained_path,
-                ignore_mismatched_sizes=model.backbone.ignore_mismatched_sizes)
-            return BackboneSegmentationModel(backbone, model.num_classes, dropout=model.dropout)
-        return SegmentationModel(
-            model.num_classes, widths=model.widths, stem_stride=model.stem_stride,
-            dropout=model.dropout,
-        )
+        backbone = build_pyramid_backbone(model.backbone, model.norm_activation)
+        if backbone is not None:
+            built: nn.Module = BackboneSegmentationModel(backbone, model.num_classes,
+                                                         dropout=model.dropout)
+        else:
+            built = SegmentationModel(model.num_classes, widths=model.widths,
+                                      stem_stride=model.stem_stride, dropout=model.dropout)
+        return with_norm(built, model.norm_activation)
 
     # ------------------------------------------------------------------ data
 
