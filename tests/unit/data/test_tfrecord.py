@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,7 +54,7 @@ def test_masked_crc_matches_tensorflow_known_value():
 def test_written_framing_and_read_back(tmp_path):
     path = str(tmp_path / "a.tfrecord")
     offsets = write_tfrecord(path, [b"hello", b"", b"x" * 1000])
-    raw = open(path, "rb").read()
+    raw = Path(path).read_bytes()
     assert struct.unpack("<Q", raw[:8])[0] == 5 and raw[12:17] == b"hello"
     assert struct.unpack("<I", raw[8:12])[0] == masked_crc32c(raw[:8])
     assert struct.unpack("<I", raw[17:21])[0] == masked_crc32c(b"hello")
@@ -63,9 +64,9 @@ def test_written_framing_and_read_back(tmp_path):
 
 
 def _corrupt(path: str, at: int) -> None:
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     data[at] ^= 0x40
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
 
 
 def test_bad_data_crc_names_file_and_offset(tmp_path):
@@ -156,8 +157,9 @@ def test_segmentation_decoder():
     record = build_example({"image/encoded": b"J", "image/height": 2, "image/width": 2,
                             "image/segmentation/class/encoded": encode_image(mask, "PNG")})
     out = decode_segmentation(record)
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     assert np.asarray(Image.open(io.BytesIO(out["label"]))).tolist() == mask.tolist()
     assert (out["height"], out["width"], out["image"]) == (2, 2, b"J")
