@@ -194,10 +194,34 @@ class RetinaNetTask(Task):
 
         ``params.cache`` keeps decoded images in memory (augmentation still runs).
         """
+        if params.resolved_source() == "tfrecord":
+            return self._tfrecord_inputs(params, input_context)
         dataset = self.build_dataset(params)
         if params.cache:  # Cached inside the dataset, not by freezing whole examples.
             params = params.replace(cache=False)
         return data.build_dataloader(dataset, params, input_context=input_context,
+                                     collate_fn=collate_detections)
+
+    def _tfrecord_inputs(self, params: RetinaNetDataConfig, input_context: Any) -> Any:
+        """TFRecord shards in Model Garden's detection schema; labels are class ids as
+        stored (``1..num_classes``), so category ids equal labels."""
+        from torchgarden.data.tfrecord_input import build_tfrecord_loader
+        from torchgarden.vision.tfrecord_records import DetectionRecord
+
+        config = self.task_config
+        output_size = tuple(config.model.input_size)
+        augmentation = None
+        if params.is_training:
+            jitter = params.color_jitter
+            augmentation = Augmentation(
+                output_size=output_size, horizontal_flip=params.aug_rand_hflip,
+                scale_range=(params.aug_scale_min, params.aug_scale_max), brightness=jitter,
+                contrast=jitter, saturation=jitter, min_box_size=1.0)
+        record = DetectionRecord(output_size, augmentation=augmentation, mean=config.image_mean,
+                                 std=config.image_std, num_classes=config.model.num_classes,
+                                 skip_crowd=bool(params.is_training))
+        self._category_ids = list(range(1, config.model.num_classes + 1))
+        return build_tfrecord_loader(params, record, input_context=input_context,
                                      collate_fn=collate_detections)
 
     def build_metrics(self, training: bool = True) -> list[Any]:
