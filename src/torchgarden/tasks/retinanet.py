@@ -154,6 +154,17 @@ class RetinaNetTask(Task):
         split = "train" if params.is_training else "validation"
         return f"{splits[split]}/annotations.json"
 
+    def _augmentation(self, params: RetinaNetDataConfig) -> Augmentation | None:
+        """Flip, scale-crop and colour jitter when training; None for evaluation."""
+        if not params.is_training:
+            return None
+        jitter = params.color_jitter
+        return Augmentation(
+            output_size=tuple(self.task_config.model.input_size),
+            horizontal_flip=params.aug_rand_hflip,
+            scale_range=(params.aug_scale_min, params.aug_scale_max), brightness=jitter,
+            contrast=jitter, saturation=jitter, min_box_size=1.0)
+
     def build_dataset(self, params: RetinaNetDataConfig) -> COCODetectionDataset:
         """The `COCODetectionDataset` of one split, with augmentation when training.
 
@@ -163,17 +174,10 @@ class RetinaNetTask(Task):
         """
         model_cfg = self.task_config.model
         output_size = tuple(model_cfg.input_size)
-        augmentation = None
-        if params.is_training:
-            jitter = params.color_jitter
-            augmentation = Augmentation(
-                output_size=output_size, horizontal_flip=params.aug_rand_hflip,
-                scale_range=(params.aug_scale_min, params.aug_scale_max), brightness=jitter,
-                contrast=jitter, saturation=jitter, min_box_size=1.0)
         path = self._annotation_file(params)
         dataset = COCODetectionDataset(
             path, params.image_dir or None, output_size=output_size,
-            augmentation=augmentation, mean=self.task_config.image_mean,
+            augmentation=self._augmentation(params), mean=self.task_config.image_mean,
             std=self.task_config.image_std,
             skip_crowd=bool(params.is_training), cache_images=params.cache)
         if dataset.num_classes != model_cfg.num_classes:
@@ -194,34 +198,16 @@ class RetinaNetTask(Task):
 
         ``params.cache`` keeps decoded images in memory (augmentation still runs).
         """
-        if params.resolved_source() == "tfrecord":
-            return self._tfrecord_inputs(params, input_context)
+        if params.resolved_source() == "tfrecord":  # Labels as stored: category ids.
+            from torchgarden.vision.tfrecord_records import detection_loader
+
+            self._category_ids = list(range(1, self.task_config.model.num_classes + 1))
+            return detection_loader(self.task_config, params, self._augmentation(params),
+                                    input_context)
         dataset = self.build_dataset(params)
         if params.cache:  # Cached inside the dataset, not by freezing whole examples.
             params = params.replace(cache=False)
         return data.build_dataloader(dataset, params, input_context=input_context,
-                                     collate_fn=collate_detections)
-
-    def _tfrecord_inputs(self, params: RetinaNetDataConfig, input_context: Any) -> Any:
-        """TFRecord shards in Model Garden's detection schema; labels are class ids as
-        stored (``1..num_classes``), so category ids equal labels."""
-        from torchgarden.data.tfrecord_input import build_tfrecord_loader
-        from torchgarden.vision.tfrecord_records import DetectionRecord
-
-        config = self.task_config
-        output_size = tuple(config.model.input_size)
-        augmentation = None
-        if params.is_training:
-            jitter = params.color_jitter
-            augmentation = Augmentation(
-                output_size=output_size, horizontal_flip=params.aug_rand_hflip,
-                scale_range=(params.aug_scale_min, params.aug_scale_max), brightness=jitter,
-                contrast=jitter, saturation=jitter, min_box_size=1.0)
-        record = DetectionRecord(output_size, augmentation=augmentation, mean=config.image_mean,
-                                 std=config.image_std, num_classes=config.model.num_classes,
-                                 skip_crowd=bool(params.is_training))
-        self._category_ids = list(range(1, config.model.num_classes + 1))
-        return build_tfrecord_loader(params, record, input_context=input_context,
                                      collate_fn=collate_detections)
 
     def build_metrics(self, training: bool = True) -> list[Any]:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from torchgarden.vision.augment import Augmentation
 
-__all__ = ["DetectionRecord", "SegmentationRecord", "decode_rgb"]
+__all__ = ["DetectionRecord", "SegmentationRecord", "decode_rgb", "detection_loader"]
 
 
 def decode_rgb(encoded: bytes) -> torch.Tensor:
@@ -112,3 +113,18 @@ class SegmentationRecord:
                              f"outside 0..{self.num_classes - 1} (task.model.num_classes)")
         out = self.augment(image, masks=torch.from_numpy(mask), generator=_generator(seed))
         return out.image, out.masks
+
+
+def detection_loader(task_config: Any, params: Any, augmentation: Augmentation | None,
+                     input_context: Any) -> Any:
+    """The loader of a RetinaNet split on TFRecord shards (labels are the stored class ids,
+    ``1..num_classes``)."""
+    from torchgarden.data.tfrecord_input import build_tfrecord_loader
+    from torchgarden.vision.coco_data import collate_detections
+
+    record = DetectionRecord(task_config.model.input_size, augmentation=augmentation,
+                             mean=task_config.image_mean, std=task_config.image_std,
+                             num_classes=task_config.model.num_classes,
+                             skip_crowd=bool(params.is_training))
+    return build_tfrecord_loader(params, record, input_context=input_context,
+                                 collate_fn=collate_detections)
