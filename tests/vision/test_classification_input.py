@@ -154,3 +154,25 @@ def test_bad_record_stops_the_run_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert f"{paths[0]}: bad TFRecord record at byte offset 0: data CRC mismatch" in err[-1]
+
+
+def test_skip_bad_records_counts_in_the_metrics(tmp_path):
+    from torchgarden.cli.main import main
+
+    data = tmp_path / "data"
+    paths = write_classification_shards(data, num_shards=2, per_shard=8)
+    raw = bytearray(Path(paths[1]).read_bytes())
+    raw[40] ^= 0xFF  # the data of the first record of the second shard
+    Path(paths[1]).write_bytes(bytes(raw))
+    model_dir = tmp_path / "run"
+    code = main([
+        "train", "--experiment", "image_classification", "--model_dir", str(model_dir),
+        "--mode", "train", "--params_override",
+        f"task.train_data.source=tfrecord,task.train_data.input_path={data}/train-*,"
+        "task.train_data.skip_bad_records=true,task.train_data.shuffle_buffer_size=16,"
+        "task.model.input_size=[3,24,24],task.model.num_classes=4,"
+        "task.train_data.global_batch_size=4,trainer.train_steps=3,trainer.steps_per_loop=3,"
+        "trainer.summary_interval=3"])
+    assert code == 0
+    rows = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["data/skipped_records"] for r in rows if "data/skipped_records" in r] == [1.0]
