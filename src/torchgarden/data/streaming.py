@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -114,7 +115,9 @@ def _loader_class() -> type:
         not on how many passes this loader object has run (a resumed run has run fewer)."""
 
         def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
-            super().__init__(*args, generator=torch.Generator().manual_seed(seed), **kwargs)
+            with warnings.catch_warnings():  # torchdata calls torch's deprecated set_vital
+                warnings.filterwarnings("ignore", message=".*set_vital.*")
+                super().__init__(*args, generator=torch.Generator().manual_seed(seed), **kwargs)
             self.seed = seed
 
         def set_epoch(self, epoch: int) -> None:

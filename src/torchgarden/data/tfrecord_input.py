@@ -18,10 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 from torchgarden.data.context import InputContext
-from torchgarden.data.tfrecord import expand_input_paths
+from torchgarden.data.tfrecord import TFRecordError, expand_input_paths, read_records
 from torchgarden.data.tfrecord_stream import TFRecordStream
 
-__all__ = ["build_tfrecord_loader", "tfds_files", "tfrecord_files"]
+__all__ = ["build_tfrecord_loader", "check_first_records", "tfds_files", "tfrecord_files"]
 
 
 def _key(params: Any, name: str) -> str:
@@ -73,6 +73,26 @@ def tfds_files(name: str, split: str, data_dir: str = "", *, key: str = "tfds_na
     return files
 
 
+def check_first_records(files: list[str], parse: Callable[[bytes, int], Any]) -> None:
+    """Reads the first record of every file and parses the first one, before training: a
+    file that is no TFRecord file, or records of another schema, fail in one line here.
+
+    Raises:
+        TFRecordError: Naming the file and offset.
+    """
+    first = None
+    for path in files:
+        record = next(read_records(path), None)
+        if first is None and record is not None:
+            first = path, record[1]
+    if first is None:
+        raise TFRecordError(f"{files[0]}: no records in {len(files)} TFRecord file(s)")
+    try:
+        parse(first[1], 0)
+    except Exception as error:
+        raise TFRecordError(f"{first[0]}: record at byte offset 0: {error}") from error
+
+
 def _listdir(path: str) -> list[str]:
     try:
         return os.listdir(path)
@@ -100,8 +120,11 @@ def build_tfrecord_loader(
     from torchgarden.data.loader import tuple_collate
     from torchgarden.data.streaming import build_streaming_loader
 
+    files = tfrecord_files(params)
+    if not getattr(params, "skip_bad_records", False):
+        check_first_records(files, parse)
     stream = TFRecordStream(
-        tfrecord_files(params), parse, is_training=bool(params.is_training),
+        files, parse, is_training=bool(params.is_training),
         seed=int(params.seed or 0), shuffle_buffer_size=params.shuffle_buffer_size,
         cycle_length=params.cycle_length, block_length=params.block_length,
         skip_bad=bool(getattr(params, "skip_bad_records", False)))
