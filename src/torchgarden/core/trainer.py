@@ -180,8 +180,8 @@ class Trainer(Evaluator):
     @property
     def data_counters(self) -> dict[str, float]:
         """What the train loader's stream counts (``data/skipped_records``), or {}."""
-        iterator = self._train_iterator
-        return iterator.counters() if iterator is not None else {}
+        counters = getattr(self._train_iterator, "counters", None)  # a DataIterator's
+        return counters() if callable(counters) else {}
 
     def close(self) -> None:
         """Shuts the train loader's worker processes down; a later ``train()`` starts new
