@@ -176,3 +176,29 @@ def test_skip_bad_records_counts_in_the_metrics(tmp_path):
     assert code == 0
     rows = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["data/skipped_records"] for r in rows if "data/skipped_records" in r] == [1.0]
+
+
+def test_resume_mid_epoch_with_workers_is_bitwise_the_uninterrupted_run(tmp_path):
+    from torchgarden.cli.main import main
+
+    data = tmp_path / "data"
+    write_classification_shards(data, num_shards=4, per_shard=12)  # 48 records: 12 batches
+
+    def train(model_dir, steps):
+        assert main([
+            "train", "--experiment", "image_classification", "--mode", "train",
+            "--model_dir", str(model_dir), "--params_override",
+            f"task.train_data.source=tfrecord,task.train_data.input_path={data}/train-*,"
+            "task.train_data.num_workers=2,task.train_data.shuffle_buffer_size=8,"
+            "task.train_data.cycle_length=2,task.model.input_size=[3,16,16],"
+            "task.model.num_classes=4,task.train_data.global_batch_size=4,"
+            f"trainer.train_steps={steps},trainer.steps_per_loop=1,trainer.summary_interval=1,"
+            "trainer.checkpoint_interval=1"]) == 0
+
+    train(tmp_path / "straight", 7)
+    train(tmp_path / "resumed", 3)  # stops mid-file, mid-epoch, shuffle buffers full
+    train(tmp_path / "resumed", 7)
+    straight = torch.load(tmp_path / "straight" / "ckpt-7" / "state.pt", weights_only=True)
+    resumed = torch.load(tmp_path / "resumed" / "ckpt-7" / "state.pt", weights_only=True)
+    for name, value in straight["model"].items():
+        assert torch.equal(value, resumed["model"][name]), name
