@@ -35,6 +35,7 @@ from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.coco_data import COCODetectionDataset, collate_detections
 from torchgarden.vision.retinanet_model import RetinaNet, flatten_levels
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
+from torchgarden.vision.tfrecord_records import detection_loader
 
 __all__ = ["RetinaNetTask", "draw_detections"]
 
@@ -156,14 +157,11 @@ class RetinaNetTask(Task):
 
     def _augmentation(self, params: RetinaNetDataConfig) -> Augmentation | None:
         """Flip, scale-crop and colour jitter when training; None for evaluation."""
-        if not params.is_training:
-            return None
-        jitter = params.color_jitter
+        jitter, size = params.color_jitter, tuple(self.task_config.model.input_size)
         return Augmentation(
-            output_size=tuple(self.task_config.model.input_size),
-            horizontal_flip=params.aug_rand_hflip,
-            scale_range=(params.aug_scale_min, params.aug_scale_max), brightness=jitter,
-            contrast=jitter, saturation=jitter, min_box_size=1.0)
+            output_size=size, horizontal_flip=params.aug_rand_hflip, brightness=jitter,
+            scale_range=(params.aug_scale_min, params.aug_scale_max), contrast=jitter,
+            saturation=jitter, min_box_size=1.0) if params.is_training else None
 
     def build_dataset(self, params: RetinaNetDataConfig) -> COCODetectionDataset:
         """The `COCODetectionDataset` of one split, with augmentation when training.
@@ -199,8 +197,6 @@ class RetinaNetTask(Task):
         ``params.cache`` keeps decoded images in memory (augmentation still runs).
         """
         if params.resolved_source() == "tfrecord":  # Labels as stored: category ids.
-            from torchgarden.vision.tfrecord_records import detection_loader
-
             self._category_ids = list(range(1, self.task_config.model.num_classes + 1))
             return detection_loader(self.task_config, params, self._augmentation(params),
                                     input_context)
