@@ -178,7 +178,8 @@ def test_skip_bad_records_counts_in_the_metrics(tmp_path):
     assert [r["data/skipped_records"] for r in rows if "data/skipped_records" in r] == [1.0]
 
 
-def test_resume_mid_epoch_with_workers_is_bitwise_the_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resume_mid_epoch_is_bitwise_the_uninterrupted_run(tmp_path, workers):
     from torchgarden.cli.main import main
 
     data = tmp_path / "data"
@@ -189,16 +190,16 @@ def test_resume_mid_epoch_with_workers_is_bitwise_the_uninterrupted_run(tmp_path
             "train", "--experiment", "image_classification", "--mode", "train",
             "--model_dir", str(model_dir), "--params_override",
             f"task.train_data.source=tfrecord,task.train_data.input_path={data}/train-*,"
-            "task.train_data.num_workers=2,task.train_data.shuffle_buffer_size=8,"
+            f"task.train_data.num_workers={workers},task.train_data.shuffle_buffer_size=8,"
             "task.train_data.cycle_length=2,task.model.input_size=[3,16,16],"
             "task.model.num_classes=4,task.train_data.global_batch_size=4,"
             f"trainer.train_steps={steps},trainer.steps_per_loop=1,trainer.summary_interval=1,"
             "trainer.checkpoint_interval=1"]) == 0
 
-    train(tmp_path / "straight", 7)
+    train(tmp_path / "straight", 15)  # 12 batches an epoch: into the second epoch
     train(tmp_path / "resumed", 3)  # stops mid-file, mid-epoch, shuffle buffers full
-    train(tmp_path / "resumed", 7)
-    straight = torch.load(tmp_path / "straight" / "ckpt-7" / "state.pt", weights_only=True)
-    resumed = torch.load(tmp_path / "resumed" / "ckpt-7" / "state.pt", weights_only=True)
+    train(tmp_path / "resumed", 15)
+    straight = torch.load(tmp_path / "straight" / "ckpt-15" / "state.pt", weights_only=True)
+    resumed = torch.load(tmp_path / "resumed" / "ckpt-15" / "state.pt", weights_only=True)
     for name, value in straight["model"].items():
         assert torch.equal(value, resumed["model"][name]), name

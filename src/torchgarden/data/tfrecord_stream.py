@@ -78,6 +78,7 @@ class TFRecordStream(IterableDataset):
         self.block_length = block_length
         self.skip_bad = skip_bad
         self.epoch = 0
+        self._passes = 0  # Passes since set_epoch: persistent workers never see set_epoch.
         self.replica_id, self.num_replicas = 0, 1
         self._resume: dict[str, Any] | None = None
         self._live: _Pass | None = None
@@ -85,6 +86,7 @@ class TFRecordStream(IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """The pass to read next: a new file order and new shuffles when training."""
         self.epoch = int(epoch)
+        self._passes = 0
 
     def shard_for_replica(self, replica_id: int, num_replicas: int) -> TFRecordStream:
         """This stream as read by replica ``replica_id`` of ``num_replicas`` (in place)."""
@@ -99,11 +101,12 @@ class TFRecordStream(IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         unit, units = self._unit()
         resume, self._resume = self._resume, None
-        live = self._live = _Pass(self, unit, units, resume)
+        live = self._live = _Pass(self, self.epoch + self._passes, unit, units, resume)
+        self._passes += 1
         for index, offset, data in live:
             path = self.files[index]
             try:
-                example = self.parse(data, mix_seed(self.seed, self.epoch, index, offset))
+                example = self.parse(data, mix_seed(self.seed, live.epoch, index, offset))
             except Exception as error:  # A record that is no valid example of the schema.
                 message = f"{path}: record at byte offset {offset}: {error}"
                 if not self.skip_bad:
@@ -126,7 +129,7 @@ class TFRecordStream(IterableDataset):
                 f"the data position saved in the checkpoint is in {state['num_files']} "
                 f"TFRecord files, but input_path now names {len(self.files)}; resume with "
                 "the same files")
-        self.epoch = int(state.get("epoch", self.epoch))
+        self.epoch, self._passes = int(state.get("epoch", self.epoch)), 0
         self._resume = state if "mode" in state else None
         self._live = None
 
@@ -134,10 +137,10 @@ class TFRecordStream(IterableDataset):
 class _Pass:
     """One unit's reading of one pass, with its position."""
 
-    def __init__(self, stream: TFRecordStream, unit: int, units: int,
+    def __init__(self, stream: TFRecordStream, epoch: int, unit: int, units: int,
                  resume: dict[str, Any] | None) -> None:
-        self.stream, self.unit, self.units = stream, unit, units
-        n, epoch, seed = len(stream.files), stream.epoch, stream.seed
+        self.stream, self.epoch, self.unit, self.units = stream, epoch, unit, units
+        n, seed = len(stream.files), stream.seed
         order = list(range(n))
         self.interleaved = n > 1 and n >= units
         if self.interleaved and stream.is_training:
@@ -232,7 +235,7 @@ class _Pass:
     # ------------------------------------------------------------------- state
     def state(self) -> dict[str, Any]:
         return {
-            "epoch": self.stream.epoch, "num_files": len(self.stream.files),
+            "epoch": self.epoch, "num_files": len(self.stream.files),
             "mode": "interleave" if self.interleaved else "sequential",
             "slots": [list(s) if s else None for s in self.slots],
             "next_input": self.next_input, "cycle_index": self.cycle_index,

@@ -279,3 +279,18 @@ def test_stateful_loader_with_workers_resumes_exactly(tmp_path):
     resumed = loader()
     resumed.load_state_dict(state)
     assert head + list(resumed) == full
+
+
+def test_a_stream_iterated_again_without_set_epoch_reads_the_next_epoch(tmp_path):
+    # Persistent loader workers keep their copy of the stream: set_epoch never reaches it.
+    files = _shards(tmp_path, num_files=4, per_file=6)
+
+    def stream():
+        return TFRecordStream(files, _text, is_training=True, seed=1, shuffle_buffer_size=8,
+                              cycle_length=2)
+
+    kept = stream()
+    first, second = list(kept), list(kept)
+    fresh = stream()
+    fresh.set_epoch(1)
+    assert first != second and second == list(fresh)
