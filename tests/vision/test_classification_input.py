@@ -203,3 +203,26 @@ def test_resume_mid_epoch_is_bitwise_the_uninterrupted_run(tmp_path, workers):
     resumed = torch.load(tmp_path / "resumed" / "ckpt-15" / "state.pt", weights_only=True)
     for name, value in straight["model"].items():
         assert torch.equal(value, resumed["model"][name]), name
+
+
+def test_hooks_run_in_model_gardens_order():
+    png = encode_image(_checker(), "PNG")
+    parser = ClassificationParser((8, 8), is_training=True, aug_crop=False,
+                                  aug_rand_hflip=False)
+    seen = []
+
+    def hook(name, value):
+        def run(image, rng):
+            seen.append((name, tuple(image.shape), round(float(image.max()), 1)))
+            return image + value
+        return run
+
+    parser.pre_resize.append(hook("pre", 1.0))
+    parser.post_resize.append(hook("post", 2.0))
+    parser.post_normalize.append(hook("normalized", 0.0))
+    plain = ClassificationParser((8, 8), is_training=True, aug_crop=False,
+                                 aug_rand_hflip=False).image(png, np.random.default_rng(0))
+    out = parser.image(png, np.random.default_rng(0))
+    assert [s[:2] for s in seen] == [("pre", (3, 48, 64)), ("post", (3, 8, 8)),
+                                     ("normalized", (3, 8, 8))]
+    torch.testing.assert_close(out, plain + 3.0 / torch.tensor(STDDEV_RGB).view(3, 1, 1))

@@ -15,9 +15,11 @@ For one encoded image (JPEG or PNG) and its label:
 JPEGs are decoded with Pillow's draft mode (libjpeg's DCT scaling by 1/2, 1/4 or 1/8) when
 the crop stays at least as large as the output at the reduced scale, which is faster and
 differs from decoding in full by resampling error only (``draft_decode=False`` decodes in
-full). Hooks for further augmentation: ``post_resize`` functions get and return the
-resized ``[3, H, W]`` float tensor in 0..255 with a ``numpy.random.Generator``;
-``post_normalize`` ones the normalized tensor (e.g. random erasing).
+full). Hooks for further augmentation, each a function of the image and the record's
+``numpy.random.Generator`` returning the image, in Model Garden's order: ``pre_resize``
+(the flipped crop, float ``[3, h, w]`` in 0..255: color jitter), ``post_resize`` (the
+resized image, 0..255: RandAugment / AutoAugment), ``post_normalize`` (the normalized
+image: random erasing).
 """
 
 from __future__ import annotations
@@ -141,6 +143,7 @@ class ClassificationParser:
         self.is_multilabel = is_multilabel
         self.draft_decode = draft_decode
         self.resize_mode = "nearest-exact" if resize_method == "nearest" else "bilinear"
+        self.pre_resize: list[Hook] = []
         self.post_resize: list[Hook] = []
         self.post_normalize: list[Hook] = []
 
@@ -179,10 +182,14 @@ class ClassificationParser:
         pixels = self.decode_crop(encoded, rng)
         flip = self.is_training and self.aug_rand_hflip and rng.random() < 0.5
         linear = self.resize_mode == "bilinear"
-        # Channels-last float (the decoder's layout): NCHW's arithmetic, about twice as fast.
-        image = F.interpolate(pixels[None].float(), size=self.output_size, mode=self.resize_mode,
+        image = pixels.float()  # channels-last (the decoder's layout): resizes twice as fast
+        if self.pre_resize:
+            image = image.flip(-1) if flip else image
+            for hook in self.pre_resize:
+                image = hook(image, rng)
+        image = F.interpolate(image[None], size=self.output_size, mode=self.resize_mode,
                               align_corners=False if linear else None)[0]
-        if flip:  # Half-pixel resizing is mirror-symmetric: flipping after it is the same.
+        if flip and not self.pre_resize:  # Resizing is mirror-symmetric: flip after it.
             image = image.flip(-1)
         for hook in self.post_resize:
             image = hook(image, rng)
