@@ -35,6 +35,7 @@ from torchgarden.config import (
     TaskConfig,
 )
 from torchgarden.config.errors import ConfigError, not_one_of
+from torchgarden.config.errors import choose as _choose
 from torchgarden.config.notices import ModelGardenKey, mapped
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import check_source
@@ -74,6 +75,33 @@ class ImageClassificationDataConfig(DataConfig):
     y_key: str = "y"
     """For ``npz``: the array of integer labels; for ``datasets`` / ``webdataset``: the
     label column (e.g. ``label`` or ``cls``)."""
+    shuffle_buffer_size: int = 10000
+    """Records in the shuffle buffer of ``source: tfrecord`` (Model Garden's classification
+    default)."""
+    cycle_length: int | None = 10
+    """TFRecord files read at once, interleaved (Model Garden's classification default)."""
+    image_field_key: str = "image/encoded"
+    """For ``tfrecord``: the ``tf.train.Example`` feature holding the encoded image."""
+    label_field_key: str = "image/class/label"
+    """For ``tfrecord``: the feature holding the class id (int64)."""
+    is_multilabel: bool = False
+    """For ``tfrecord``: each example lists several class ids (multi-hot labels)."""
+    decode_jpeg_only: bool = True
+    """Model Garden's JPEG-only fast path; here every image is decoded by Pillow (JPEG,
+    PNG, ...), with JPEGs decoded at reduced scale where the crop allows."""
+    aug_rand_hflip: bool = True
+    """For ``tfrecord``, training: random left-right flips."""
+    aug_crop: bool = True
+    """For ``tfrecord``, training: Model Garden's random crop (area in `crop_area_range`,
+    aspect ratio in [3/4, 4/3]); False keeps the whole image."""
+    crop_area_range: list[float] = dataclasses.field(default_factory=lambda: [0.08, 1.0])
+    """Area fractions of the random crop."""
+    center_crop_fraction: float = 0.875
+    """Side of the evaluation center crop as a fraction of the shorter side (also the
+    training crop when no random crop fits)."""
+    tf_resize_method: str = "bilinear"
+    """Resize to ``task.model.input_size``: ``bilinear`` or ``nearest`` (as ``tf.image.resize``,
+    without antialiasing)."""
     streaming: bool = False
     """For ``datasets``: read the Arrow files as a stream, one shard per file, instead of
     by index (``webdataset`` always streams). Streams resume exactly from their saved
@@ -82,6 +110,16 @@ class ImageClassificationDataConfig(DataConfig):
     def check(self) -> None:
         super().check()
         check_source(self, self.source, _SOURCES, generated="digits")
+        lo, hi = (list(self.crop_area_range) + [0.0, 0.0])[:2]
+        if len(self.crop_area_range) != 2 or not 0 < lo <= hi <= 1:
+            key = self.field_path("crop_area_range")
+            raise ConfigError(f"{key} must be [min, max] with 0 < min <= max <= 1, received "
+                              f"{self.crop_area_range}", key=key)
+        if not 0 < self.center_crop_fraction <= 1:
+            key = self.field_path("center_crop_fraction")
+            raise ConfigError(f"{key} must be in (0, 1], received {self.center_crop_fraction}",
+                              key=key)
+        _choose(self, "tf_resize_method", ("bilinear", "nearest"))
         if self.streaming and self.source != "datasets":
             raise ConfigError(
                 f"{self.field_path('streaming')} applies to source 'datasets' only "

@@ -158,6 +158,12 @@ class ImageClassificationTask(Task):
                              "reader, which this installation does not have yet.")
         if params.source in ("datasets", "webdataset"):
             return self._hugging_face_inputs(params, input_context)
+        if params.source == "tfrecord":
+            from torchgarden.data.tfrecord_input import build_tfrecord_loader
+            from torchgarden.vision.classification_input import ClassificationRecord
+
+            record = ClassificationRecord.from_config(params, self.task_config.model)
+            return build_tfrecord_loader(params, record, input_context=input_context)
         try:
             x, y = self._load_arrays(params)
         except FileNotFoundError as e:

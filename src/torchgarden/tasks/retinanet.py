@@ -36,6 +36,7 @@ from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.coco_data import COCODetectionDataset, collate_detections
 from torchgarden.vision.retinanet_model import RetinaNet, flatten_levels
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
+from torchgarden.vision.tfrecord_records import detection_loader
 
 __all__ = ["RetinaNetTask", "draw_detections"]
 
@@ -155,6 +156,14 @@ class RetinaNetTask(Task):
         split = "train" if params.is_training else "validation"
         return f"{splits[split]}/annotations.json"
 
+    def _augmentation(self, params: RetinaNetDataConfig) -> Augmentation | None:
+        """Flip, scale-crop and colour jitter when training; None for evaluation."""
+        jitter, size = params.color_jitter, tuple(self.task_config.model.input_size[:2])
+        return Augmentation(
+            output_size=size, horizontal_flip=params.aug_rand_hflip, brightness=jitter,
+            scale_range=(params.aug_scale_min, params.aug_scale_max), contrast=jitter,
+            saturation=jitter, min_box_size=1.0) if params.is_training else None
+
     def build_dataset(self, params: RetinaNetDataConfig) -> COCODetectionDataset:
         """The `COCODetectionDataset` of one split, with augmentation when training.
 
@@ -164,17 +173,10 @@ class RetinaNetTask(Task):
         """
         model_cfg = self.task_config.model
         output_size = tuple(model_cfg.input_size[:2])
-        augmentation = None
-        if params.is_training:
-            jitter = params.color_jitter
-            augmentation = Augmentation(
-                output_size=output_size, horizontal_flip=params.aug_rand_hflip,
-                scale_range=(params.aug_scale_min, params.aug_scale_max), brightness=jitter,
-                contrast=jitter, saturation=jitter, min_box_size=1.0)
         path = self._annotation_file(params)
         dataset = COCODetectionDataset(
             path, params.image_dir or None, output_size=output_size,
-            augmentation=augmentation, mean=self.task_config.image_mean,
+            augmentation=self._augmentation(params), mean=self.task_config.image_mean,
             std=self.task_config.image_std,
             skip_crowd=bool(params.is_training), cache_images=params.cache)
         if dataset.num_classes != model_cfg.num_classes:
@@ -195,6 +197,10 @@ class RetinaNetTask(Task):
 
         ``params.cache`` keeps decoded images in memory (augmentation still runs).
         """
+        if params.resolved_source() == "tfrecord":  # Labels as stored: category ids.
+            self._category_ids = list(range(1, self.task_config.model.num_classes + 1))
+            return detection_loader(self.task_config, params, self._augmentation(params),
+                                    input_context)
         dataset = self.build_dataset(params)
         if params.cache:  # Cached inside the dataset, not by freezing whole examples.
             params = params.replace(cache=False)

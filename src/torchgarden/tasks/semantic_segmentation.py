@@ -194,6 +194,14 @@ class SemanticSegmentationTask(Task):
         )
 
     def build_inputs(self, params: SegmentationDataConfig, input_context: Any = None) -> Any:
+        if params.resolved_source() == "tfrecord":  # Model Garden's segmentation schema.
+            from torchgarden.data.tfrecord_input import build_tfrecord_loader
+            from torchgarden.vision.tfrecord_records import SegmentationRecord
+
+            record = SegmentationRecord(self.build_augmentation(params),
+                                        num_classes=self.task_config.model.num_classes,
+                                        ignore_label=self.task_config.ignore_label)
+            return build_tfrecord_loader(params, record, input_context=input_context)
         return data.build_dataloader(self.build_dataset(params), params,
                                      input_context=input_context)
 

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
         decode_boxes,
         encode_boxes,
     )
+    from torchgarden.vision.classification_input import (
+        ClassificationParser,
+        ClassificationRecord,
+    )
     from torchgarden.vision.coco_data import (
         COCODetectionDataset,
         collate_detections,
@@ -61,5 +65,6 @@ if TYPE_CHECKING:
         generate_shapes_dataset,
         shapes_dataset_root,
     )
+    from torchgarden.vision.tfrecord_records import DetectionRecord, SegmentationRecord
 
 __getattr__, __all__ = lazy_names(__name__, __file__)
