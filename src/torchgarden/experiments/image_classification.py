@@ -26,13 +26,13 @@ from __future__ import annotations
 import dataclasses
 
 from torchgarden.config import (
-    DataConfig,
     ExperimentConfig,
     RuntimeConfig,
     TaskConfig,
 )
 from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments.augmentation import ClassificationAugmentDataConfig
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
 from torchgarden.utils.suggest import did_you_mean
@@ -49,8 +49,9 @@ _ARCHITECTURES = ("mlp", "cnn")
 
 
 @dataclasses.dataclass
-class ImageClassificationDataConfig(DataConfig):
-    """Where images come from."""
+class ImageClassificationDataConfig(ClassificationAugmentDataConfig):
+    """Where images come from, and Model Garden's augmentation keys
+    (`torchgarden.experiments.augmentation`)."""
 
     source: str = "digits"
     """``digits`` (scikit-learn's bundled 8×8 digits), ``npz``, ``folder``, ``datasets``
