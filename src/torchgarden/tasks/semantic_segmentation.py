@@ -179,13 +179,15 @@ class SemanticSegmentationTask(Task):
         return Path(generate_shapes_dataset(root, **kwargs)[split])
 
     def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation:
-        """Flip, scale-crop and colour jitter as `params` asks, then normalization."""
+        """Flip, scale-crop and colour jitter as `params` asks (training splits only, as in
+        Model Garden), then the resize to ``output_size`` and normalization."""
         config = self.task_config
-        jitter = params.color_jitter
+        training = bool(params.is_training)
+        jitter = params.color_jitter if training else 0.0
         return Augmentation(
             output_size=tuple(params.output_size) if params.output_size else None,
-            horizontal_flip=params.aug_rand_hflip,
-            scale_range=(params.aug_scale_min, params.aug_scale_max),
+            horizontal_flip=params.aug_rand_hflip and training,
+            scale_range=(params.aug_scale_min, params.aug_scale_max) if training else (1, 1),
             brightness=jitter,
             contrast=jitter,
             saturation=jitter,
@@ -197,6 +199,15 @@ class SemanticSegmentationTask(Task):
     def build_inputs(self, params: SegmentationDataConfig, input_context: Any = None) -> Any:
         return data.build_dataloader(self.build_dataset(params), params,
                                      input_context=input_context)
+
+    def split_inputs(self, inputs: Any) -> tuple[Any, Any]:
+        """``(images, masks)``, images rounded to the training split's ``dtype`` (as Model
+        Garden's parser casts them) and computed on in float32."""
+        features, labels = super().split_inputs(inputs)
+        dtype = getattr(torch, self.task_config.train_data.dtype)
+        if dtype != torch.float32 and isinstance(features, torch.Tensor):
+            features = features.to(dtype).float()
+        return features, labels
 
     def build_dataset(self, params: SegmentationDataConfig) -> SegmentationFolderDataset:
         """The ``(image, mask)`` pairs of ``params``, augmented as it asks."""

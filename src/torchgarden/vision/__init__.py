@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     )
     from torchgarden.vision.coco_data import (
         COCODetectionDataset,
+        DetectionCollate,
         collate_detections,
     )
     from torchgarden.vision.mixing import MixupAndCutmix, RandomErasing
