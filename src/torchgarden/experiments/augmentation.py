@@ -175,6 +175,7 @@ class ClassificationAugmentDataConfig(DataConfig):
     """
 
     MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        **DataConfig.MODEL_GARDEN_KEYS,
         "aug_policy": ignored("kept by Model Garden for backward compatibility; its "
                               "image_classification parser does not read it (use aug_type)"),
         "randaug_magnitude": ignored("kept by Model Garden for backward compatibility; its "

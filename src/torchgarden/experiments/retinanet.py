@@ -32,6 +32,7 @@ from torchgarden.config import (
 from torchgarden.config.errors import ConfigError, ConfigKeyError, choose, require
 from torchgarden.config.notices import ModelGardenKey, ignored, mapped
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments._sources import auto_source, check_source
 from torchgarden.experiments.augmentation import AugmentationConfig
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.experiments.semantic_segmentation import GeneratedShapesConfig
@@ -128,9 +129,15 @@ class RetinaNetDataConfig(DataConfig):
     """
 
     MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
-        name: mapped(f"parser.{name}", note="Model Garden's place is the split's parser")
-        for name in ("aug_rand_hflip", "aug_scale_min", "aug_scale_max")
+        **DataConfig.MODEL_GARDEN_KEYS,
+        **{name: mapped(f"parser.{name}", note="Model Garden's place is the split's parser")
+           for name in ("aug_rand_hflip", "aug_scale_min", "aug_scale_max")},
     }
+    source: str = ""
+    """``coco`` (a COCO JSON in ``input_path`` and its images), ``tfrecord`` (TFRecord shards
+    of ``tf.train.Example`` in Model Garden's detection schema, or ``tfds_name``), ``shapes``
+    (the generated shapes data, ``task.generated_data``); empty = ``shapes`` without an
+    ``input_path``, ``coco`` with a ``.json`` one. Defaults to ""."""
     image_dir: str = ""
     """Folder the JSON's ``file_name`` entries are relative to; empty = the ``images``
     folder beside ``input_path``. Defaults to ""."""
@@ -144,9 +151,15 @@ class RetinaNetDataConfig(DataConfig):
     rounded to it, as Model Garden's cast does); the model receives them cast to float32
     (autocast runs the mixed precision). Defaults to "bfloat16", Model Garden's."""
 
+    def resolved_source(self) -> str:
+        """`source`, or the one an empty `source` means for this `input_path`."""
+        return self.source or auto_source(self, "coco", ".json")
+
     def check(self) -> None:
         super().check()
-        if isinstance(self.input_path, list) and len(self.input_path) > 1:
+        source = self.resolved_source()
+        check_source(self, source, ("coco", "tfrecord", "shapes"), generated="shapes")
+        if source == "coco" and isinstance(self.input_path, list) and len(self.input_path) > 1:
             key = self.field_path("input_path")
             raise ConfigError(f"{key} names one COCO JSON file, received "
                               f"{len(self.input_path)} paths", key=key)

@@ -33,6 +33,7 @@ from torchgarden.config import (
 from torchgarden.config.errors import ConfigError, choose, require
 from torchgarden.config.notices import ModelGardenKey, ignored
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments._sources import auto_source, check_source
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
 
@@ -57,9 +58,15 @@ class SegmentationDataConfig(DataConfig):
     """
 
     MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        **DataConfig.MODEL_GARDEN_KEYS,
         "aug_policy": ignored("Model Garden's segmentation parser does not read it"),
     }
 
+    source: str = ""
+    """``folder`` (``input_path`` holds `image_subdir`/ and `mask_subdir`/), ``tfrecord``
+    (TFRecord shards of ``tf.train.Example`` in Model Garden's segmentation schema, or
+    ``tfds_name``), ``shapes`` (the generated shapes data, ``task.generated_data``); empty =
+    ``shapes`` without an ``input_path``, ``folder`` with one. Defaults to ""."""
     split: str = ""
     """For generated data: ``train`` or ``validation``; empty = from ``is_training``.
     Defaults to ""."""
@@ -100,8 +107,14 @@ class SegmentationDataConfig(DataConfig):
     (augmentation still runs every step); False reads and checks lazily per
     example. Defaults to True."""
 
+    def resolved_source(self) -> str:
+        """`source`, or the one an empty `source` means for this `input_path`."""
+        return self.source or auto_source(self, "folder", "")
+
     def check(self) -> None:
         super().check()
+        check_source(self, self.resolved_source(), ("folder", "tfrecord", "shapes"),
+                     generated="shapes")
         if self.split and self.split not in _SPLITS:
             key = self.field_path("split")
             raise ConfigError(
