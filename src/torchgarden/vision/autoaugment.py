@@ -178,8 +178,9 @@ def posterize(image: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def solarize(image: torch.Tensor, threshold: int = 128) -> torch.Tensor:
-    """Inverts the pixels at or above ``threshold``."""
-    return torch.where(image < threshold, image, 255 - image)
+    """Inverts the pixels at or above ``threshold``, taken as a uint8 as TF converts it: the
+    256 of level 10 wraps to 0, so every pixel is inverted (google-research/big_vision#110)."""
+    return torch.where(image < int(threshold) % 256, image, 255 - image)
 
 
 def solarize_add(image: torch.Tensor, addition: int = 0, threshold: int = 128) -> torch.Tensor:
