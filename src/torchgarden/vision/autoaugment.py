@@ -93,12 +93,9 @@ _PANOPTIC = (
 
 
 def _parse(text: str) -> tuple[tuple[tuple[str, float, float], ...], ...]:
-    policies = []
-    for sub in text.split("|"):
-        words = sub.split()
-        policies.append(tuple((words[i], float(words[i + 1]), float(words[i + 2]))
-                              for i in range(0, len(words), 3)))
-    return tuple(policies)
+    subs = [sub.split() for sub in text.split("|")]
+    return tuple(tuple((w[i], float(w[i + 1]), float(w[i + 2])) for i in range(0, len(w), 3))
+                 for w in subs)
 
 
 _VIT = _PANOPTIC + "|Sharpness .4 7 Invert .6 8|Invert .6 4 Equalize 1 8|" \
@@ -138,10 +135,6 @@ def grayscale(image: torch.Tensor) -> torch.Tensor:
     weights = torch.tensor([0.2989, 0.5870, 0.1140]).view(3, 1, 1)
     gray = (image.float() * (1.0 / 255.0) * weights).sum(0, keepdim=True)
     return _to_uint8((gray * 255.5).clamp(0.0, 255.0))
-
-
-def _gray_like(image: torch.Tensor, gray: torch.Tensor) -> torch.Tensor:
-    return gray.expand_as(image)
 
 
 def autocontrast(image: torch.Tensor) -> torch.Tensor:
@@ -306,7 +299,7 @@ def apply_op(image: torch.Tensor, name: str, args: tuple[float, ...],
     simple: dict[str, Callable[..., torch.Tensor]] = {
         "AutoContrast": autocontrast, "Equalize": equalize, "Invert": lambda im: 255 - im,
         "Posterize": posterize, "Solarize": solarize, "SolarizeAdd": solarize_add,
-        "Color": lambda im, f: blend(_gray_like(im, grayscale(im)), im, f),
+        "Color": lambda im, f: blend(grayscale(im).expand_as(im), im, f),
         "Contrast": contrast, "Brightness": lambda im, f: blend(torch.zeros_like(im), im, f),
         "Sharpness": sharpness,
     }
@@ -316,7 +309,7 @@ def apply_op(image: torch.Tensor, name: str, args: tuple[float, ...],
 
 
 def _as_uint8(image: torch.Tensor) -> torch.Tensor:
-    """Model Garden's entry cast: float images are clipped to [0, 255] and truncated."""
+    """Model Garden's entry cast: float images clipped to [0, 255], truncated."""
     return image if image.dtype == torch.uint8 else _to_uint8(image.clamp(0.0, 255.0))
 
 
