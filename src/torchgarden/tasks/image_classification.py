@@ -134,6 +134,8 @@ class ImageClassificationTask(Task):
                     collate: Any) -> Any:
         """``collate`` (None: the default) wrapped in the split's augmentation and mixing
         (`torchgarden.vision.classification_augment`); ``collate`` itself when none is on."""
+        if not (params.augments_images() or params.mixup_and_cutmix or params.dtype != "float32"):
+            return collate  # nothing to import for a plain run
         from torchgarden.vision import classification_augment as aug
 
         augmenter = aug.build_augmenter(params)
