@@ -161,3 +161,14 @@ def test_segmentation_keys_sit_on_the_data_config_with_model_gardens_defaults():
                                   "validation_data": {"dtype": "bfloat16"}}})
     params.validate()
     assert [n.key for n in notes] == ["task.train_data.aug_policy"]
+
+
+def test_a_mapped_key_before_its_new_block_is_kept():
+    params = tg.get_experiment("retinanet")
+    params.override({"task": {"train_data": {"aug_rand_hflip": False,
+                                             "parser": {"aug_scale_min": 0.5}}}})
+    parser = params.task.train_data.parser
+    assert (parser.aug_rand_hflip, parser.aug_scale_min) == (False, 0.5)
+    with pytest.raises(ConfigError, match="set the same field"):
+        params.override({"task": {"train_data": {"aug_rand_hflip": False,
+                                                 "parser": {"aug_rand_hflip": True}}}})
