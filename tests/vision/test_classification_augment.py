@@ -15,7 +15,9 @@ from torchgarden.vision.classification_augment import (
     build_mixup,
     color_jitter,
 )
+from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.coco_data import DetectionCollate
+from torchgarden.vision.segmentation_data import ResizeThenCrop
 
 
 def _data(**overrides):
@@ -96,3 +98,36 @@ def test_segmentation_validation_is_never_flipped_or_scaled():
     assert not val.horizontal_flip and val.scale_range == (1.0, 1.0)
     train = task.build_augmentation(params.task.train_data)
     assert train.horizontal_flip and train.scale_range == (0.75, 1.25)
+
+
+def test_resize_then_crop_cuts_the_window_the_draws_name():
+    image = torch.arange(2 * 8 * 10, dtype=torch.float32).view(2, 8, 10)
+    mask = torch.arange(80).view(8, 10)
+    step = ResizeThenCrop(crop_size=(4, 6), output_size=None, augment=Augmentation())
+    torch.manual_seed(4)
+    out = step(image, masks=mask)
+    torch.manual_seed(4)
+    top, left = int(torch.randint(0, 5, ())), int(torch.randint(0, 5, ()))
+    assert out.image.equal(image[:, top:top + 4, left:left + 6])
+    assert out.masks.equal(mask[top:top + 4, left:left + 6])
+    resized = ResizeThenCrop(crop_size=(8, 8), output_size=(8, 8), augment=Augmentation())
+    assert resized(torch.rand(3, 16, 4), masks=torch.zeros(16, 4, dtype=torch.long)).image.shape \
+        == (3, 8, 8)  # aspect ratio not kept, as Model Garden's resize to output_size
+    with pytest.raises(ValueError, match=r"crop_size \[4, 6\] is larger than the 3x3 image"):
+        step(torch.rand(2, 3, 3), masks=torch.zeros(3, 3, dtype=torch.long))
+
+
+def test_segmentation_crop_size_trains_on_crops_and_evaluates_on_output_size(tmp_path):
+    params = tg.get_experiment("semantic_segmentation")
+    params.override({"task": {
+        "model": {"widths": [4, 8]},
+        "generated_data": {"data_dir": str(tmp_path), "num_train": 4, "num_validation": 2,
+                           "image_size": 16, "max_objects": 1},
+        "train_data": {"global_batch_size": 2, "output_size": [16, 16], "crop_size": [8, 12]},
+        "validation_data": {"global_batch_size": 2, "output_size": [16, 16],
+                            "crop_size": [8, 8]}}})
+    task = tg.get_task(params.validate().task)
+    images, masks = next(iter(task.build_inputs(params.task.train_data)))
+    assert images.shape == (2, 3, 8, 12) and masks.shape == (2, 8, 12)
+    images, masks = next(iter(task.build_inputs(params.task.validation_data)))
+    assert images.shape == (2, 3, 16, 16)

@@ -52,7 +52,8 @@ class RandAugmentConfig(Config):
     num_layers: int = 2
     """Ops applied in sequence to each image. Defaults to 2."""
     magnitude: float = 10.0
-    """Shared op level, 0-10 (Model Garden's scale, not torchvision's 0-30). Defaults to 10."""
+    """Shared op level on Model Garden's 0-10 scale (not torchvision's 0-30; above 10 the
+    level formulas extrapolate, as in Model Garden). Defaults to 10."""
     cutout_const: float = 40.0
     """Cutout half size in pixels at level 10. Defaults to 40."""
     translate_const: float = 10.0
@@ -64,7 +65,9 @@ class RandAugmentConfig(Config):
 
     def check(self) -> None:
         require(self, "num_layers", self.num_layers >= 0, ">= 0")
-        require(self, "magnitude", 0 <= self.magnitude <= 10, "in [0, 10] (Model Garden's scale)")
+        # Model Garden's 0-10 scale; above 10 its level formulas extrapolate (magnitude: 15
+        # appears in its YAMLs), so only negative levels are refused.
+        require(self, "magnitude", self.magnitude >= 0, ">= 0 (Model Garden's 0-10 scale)")
         p = self.prob_to_apply
         require(self, "prob_to_apply", p is None or 0 <= p <= 1, "None or in [0, 1]")
         for op in self.exclude_ops:

@@ -87,8 +87,9 @@ class SegmentationDataConfig(DataConfig):
     color_jitter: float = 0.0
     """Strength of random brightness, contrast and saturation changes. Defaults to 0.0."""
     crop_size: list[int] = dataclasses.field(default_factory=list)
-    """Model Garden's resize-then-random-crop of training pairs; not provided (a size is
-    refused). Defaults to []."""
+    """``[height, width]``: training pairs are resized to ``output_size`` (aspect ratio not
+    kept), a random ``crop_size`` window is cut out, then flipped and scale-jittered to
+    ``crop_size`` (Model Garden's order); validation ignores it. Defaults to []."""
     resize_eval_groundtruth: bool = True
     """Validation masks are resized with their images to ``output_size`` (metrics at that
     size); false (metrics on the original masks) is not provided. Defaults to True."""
@@ -131,7 +132,8 @@ class SegmentationDataConfig(DataConfig):
                 f"{key} ({self.aug_scale_min}) must be > 0 and <= aug_scale_max "
                 f"({self.aug_scale_max})", key=key,
             )
-        if (self.aug_scale_min, self.aug_scale_max) != (1.0, 1.0) and not self.output_size:
+        scaled = (self.aug_scale_min, self.aug_scale_max) != (1.0, 1.0)
+        if scaled and not (self.output_size or self.crop_size):
             key = self.field_path("output_size")
             raise ConfigError(
                 f"{key} is required when aug_scale_min/aug_scale_max are not 1; set e.g. "
@@ -156,7 +158,8 @@ class SegmentationDataConfig(DataConfig):
         """Model Garden's parser options torchgarden does not provide: refused, never read
         differently."""
         choose(self, "dtype", ("float32", "bfloat16", "float16"))
-        require(self, "crop_size", not self.crop_size, "[] (resize-then-crop is not provided)")
+        require(self, "crop_size", not self.crop_size or (
+            len(self.crop_size) == 2 and min(self.crop_size) >= 1), "[] or [height, width] >= 1")
         require(self, "resize_eval_groundtruth", self.resize_eval_groundtruth,
                 "true (metrics on original-size masks are not provided)")
         require(self, "groundtruth_padded_size", not self.groundtruth_padded_size,

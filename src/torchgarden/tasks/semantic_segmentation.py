@@ -24,7 +24,7 @@ from torchgarden.tasks.serving import SegmenterServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
-from torchgarden.vision.segmentation_data import SegmentationFolderDataset
+from torchgarden.vision.segmentation_data import ResizeThenCrop, SegmentationFolderDataset
 from torchgarden.vision.segmentation_model import SegmentationModel
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 
@@ -178,14 +178,17 @@ class SemanticSegmentationTask(Task):
         split = params.split or ("train" if params.is_training else "validation")
         return Path(generate_shapes_dataset(root, **kwargs)[split])
 
-    def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation:
+    def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation | ResizeThenCrop:
         """Flip, scale-crop and colour jitter as `params` asks (training splits only, as in
-        Model Garden), then the resize to ``output_size`` and normalization."""
+        Model Garden), then the resize to ``output_size`` (``crop_size`` for a training
+        split that sets it, after Model Garden's resize-then-random-crop) and normalization."""
         config = self.task_config
         training = bool(params.is_training)
+        crop = training and bool(params.crop_size)
+        size = params.crop_size if crop else params.output_size
         jitter = params.color_jitter if training else 0.0
-        return Augmentation(
-            output_size=tuple(params.output_size) if params.output_size else None,
+        augmentation = Augmentation(
+            output_size=tuple(size) if size else None,
             horizontal_flip=params.aug_rand_hflip and training,
             scale_range=(params.aug_scale_min, params.aug_scale_max) if training else (1, 1),
             brightness=jitter,
@@ -195,6 +198,10 @@ class SemanticSegmentationTask(Task):
             std=config.image_std,
             mask_fill=config.ignore_label,
         )
+        if not crop:
+            return augmentation
+        return ResizeThenCrop(crop_size=tuple(params.crop_size), augment=augmentation,
+                              output_size=tuple(params.output_size) if params.output_size else None)
 
     def build_inputs(self, params: SegmentationDataConfig, input_context: Any = None) -> Any:
         return data.build_dataloader(self.build_dataset(params), params,
