@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import torchgarden as tg
+from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.autoaugment import blend, contrast, grayscale
 from torchgarden.vision.classification_augment import (
     BatchAugment,
@@ -15,7 +16,6 @@ from torchgarden.vision.classification_augment import (
     build_mixup,
     color_jitter,
 )
-from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.coco_data import DetectionCollate
 from torchgarden.vision.segmentation_data import ResizeThenCrop
 
