@@ -20,6 +20,7 @@ from typing import Any
 from torchgarden.cli import convert as convert_cli
 from torchgarden.cli import export as export_cli
 from torchgarden.cli import report as report_cli
+from torchgarden.cli import tune as tune_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
 from torchgarden.modes import check_mode
 
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_cli.add_parsers(sub)
     report_cli.add_parser(sub)
     convert_cli.add_parser(sub)
+    tune_cli.add_parser(sub)
     return parser
 
 
@@ -268,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     handlers = {"list": _command_list, "config": _command_config,
                 "train": _command_run, "eval": _command_run, **export_cli.COMMANDS,
-                **report_cli.COMMANDS, **convert_cli.COMMANDS}
+                **report_cli.COMMANDS, **convert_cli.COMMANDS, **tune_cli.COMMANDS}
     try:
         return handlers[args.command](args)
     except _preempted() as preempted:

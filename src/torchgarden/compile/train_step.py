@@ -18,6 +18,7 @@ from torchgarden.layers import Layer
 from torchgarden.metrics import Metric
 from torchgarden.optim import set_learning_rate
 from torchgarden.runtime.strategy import Strategy, get_strategy
+from torchgarden.utils import startup
 from torchgarden.utils.logs import Logs
 
 __all__ = [
@@ -175,7 +176,8 @@ class CompiledTrainStep:
             # torchmetrics objects and custom classes: read the graph's outputs instead.
             self.metrics_in_graph = False
         try:
-            return self._graph(*arguments)
+            with startup.timed("compile"):
+                return self._graph(*arguments)
         except torch._dynamo.exc.TorchDynamoException as error:
             reason = " ".join(str(error).split())[:200]
             if self.metrics_in_graph and metrics:

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, tensorboard_trace_handler
 
+from torchgarden.utils import startup
+
 __all__ = [
     "PEAK_FLOPS_BF16", "LoopMonitor", "ProfilerWindow", "ThroughputMeter", "peak_flops_per_device",
 ]
@@ -253,6 +255,8 @@ class LoopMonitor:
         self.profiler = profiler
         self._start = 0.0
         self._first: tuple[int, float] | None = None  # (step, time) the ETA counts from.
+        self._first_wall = 0.0  # time.time() when the first loop began (start-up ends).
+        self._reported_startup = False
         self._profiling = False
 
     def loop_length(self, step: int, length: int) -> int:
@@ -263,7 +267,7 @@ class LoopMonitor:
     def begin(self, step: int, num_steps: int) -> None:
         """Called right before ``trainer.train(num_steps)`` at global step ``step``."""
         if self._first is None:
-            self._first = (step, time.perf_counter())
+            self._first, self._first_wall = (step, time.perf_counter()), time.time()
         self._profiling = self.profiler is not None and self.profiler.covers(step, num_steps)
         if self._profiling:
             self.profiler.start(step, num_steps)  # type: ignore[union-attr]
@@ -284,6 +288,11 @@ class LoopMonitor:
         text = f"steps/sec: {steps_per_sec: 6.1f} | "
         text += "".join(shown.format(figures[key]) for key, shown in _SHOWN if key in figures)
         first_step, first_time = self._first or (new_step, now)
+        if not self._reported_startup:  # Where the seconds before the first step went.
+            figures.update(startup.report(self._first_wall, last=new_step == final_step))
+            self._reported_startup = "startup/seconds" in figures
+            if "startup/seconds" in figures:
+                text += f"start-up: {figures['startup/seconds']:.1f} s | "
         if final_step and first_step < new_step < final_step and now > first_time:
             left = (final_step - new_step) * (now - first_time) / (new_step - first_step)
             text += f"eta: {_duration(left)} | "

@@ -38,6 +38,7 @@ from torchgarden.runtime import (
     setup_runtime,
 )
 from torchgarden.train_lib.model_dir import best_export_dir, eval_dir
+from torchgarden.utils import startup
 
 __all__ = [
     "build_ema",
@@ -81,18 +82,21 @@ def create_trainer(
     """
     runtime = runtime or setup_runtime(params.runtime)
     trainer_cls = trainer_cls or Trainer
-    model = task.build_model().to(runtime.device)
-    schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
-    optimizer = create_optimizer(params, task, model) if train else None
-    eager_model = build_forward_model(model, runtime, optimizer)
-    ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
-    plan, step_fn = StepPlan(), None
-    if train:
-        plan, step_fn = build_step_plan(params, task, eager_model, optimizer, runtime,
-                                        ema=ema, trainer_cls=trainer_cls)
-    forward_model = eager_model
-    if params.runtime.enable_xla and (step_fn is None or params.runtime.compile_eval):
-        forward_model = torch.compile(eager_model, mode=params.runtime.compile_mode)
+    with startup.timed("model"):
+        model = task.build_model().to(runtime.device)
+        schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
+        optimizer = create_optimizer(params, task, model) if train else None
+        eager_model = build_forward_model(model, runtime, optimizer)
+        ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
+        plan, step_fn = StepPlan(), None
+        if train:
+            plan, step_fn = build_step_plan(params, task, eager_model, optimizer, runtime,
+                                            ema=ema, trainer_cls=trainer_cls)
+        if hasattr(step_fn, "run_steps"):  # Its first graph call compiles: start-up too.
+            startup.expect("compile")
+        forward_model = eager_model
+        if params.runtime.enable_xla and (step_fn is None or params.runtime.compile_eval):
+            forward_model = torch.compile(eager_model, mode=params.runtime.compile_mode)
     return trainer_cls(
         task=task,
         model=model,
@@ -245,7 +249,8 @@ def build_inputs(task: Task, data_config: DataConfig, runtime: RuntimeContext) -
             batch under ``drop_remainder``): found now, not at the first step.
     """
     context = InputContext(num_replicas=runtime.world_size, replica_id=runtime.rank)
-    loader = task.build_inputs(data_config, input_context=context)
+    with startup.timed("data"):
+        loader = task.build_inputs(data_config, input_context=context)
     if data_config.is_training:
         _check_yields_batches(loader, data_config)
     return loader

@@ -87,7 +87,9 @@ def run_experiment(
     with _guarded(model_dir, params, runtime, training=training, save_summary=save_summary):
         from torchgarden.runtime import setup_runtime, teardown_runtime  # Torch from here on.
         from torchgarden.train_lib import wiring
+        from torchgarden.utils import startup
         owned, runtime = runtime is None, runtime or setup_runtime(params.runtime)
+        startup.mark_imports()
         try:
             # Build: task, trainer, evaluator, checkpoint manager; closed after the block.
             with wiring.build_run(params, mode=mode, model_dir=model_dir, task=task,
