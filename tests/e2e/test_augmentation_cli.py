@@ -70,3 +70,15 @@ def test_refused_key_exits_2_naming_it_before_any_write(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert any("task.train_data.three_augment" in line for line in err)
     assert not (tmp_path / "run").exists()
+
+
+def test_augmented_runs_are_a_function_of_the_seed(tmp_path):
+    losses = []
+    for name, data_seed in (("a", 0), ("b", 0), ("c", 1)):
+        (tmp_path / name).mkdir()
+        code, model_dir = _train(tmp_path / name, "--params_override",
+                                 f"task.train_data.num_workers=2,task.train_data.seed={data_seed},"
+                                 "task.train_data.aug_type.type=autoaug")
+        assert code == 0
+        losses.append(_train_loss(model_dir))
+    assert losses[0] == losses[1] != losses[2]
