@@ -50,7 +50,7 @@ def test_the_first_loop_reports_where_the_start_up_went(tmp_path):
         [sys.executable, "-m", "torchgarden", "train", "--experiment", "image_classification",
          "--mode", "train", "--model_dir", str(model_dir), "--params_override",
          "trainer.train_steps=6,trainer.steps_per_loop=2,trainer.summary_interval=2,"
-         "runtime.enable_xla=true"],
+         "runtime.enable_xla=true,runtime.steps_per_graph=2"],
         capture_output=True, text=True, timeout=300, check=True)
     lines = [line for line in done.stdout.splitlines() if "start-up: " in line]
     assert len(lines) == 1 and "step:      4" in lines[0], done.stdout

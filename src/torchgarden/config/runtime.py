@@ -111,8 +111,9 @@ class RuntimeConfig(Config):
     """Also compile the eval step when `enable_xla` is set."""
     steps_per_graph: int | None = None
     """With `enable_xla`: training steps one compiled call runs, unrolled in one graph (Orbit's
-    in-graph loop); at most `trainer.steps_per_loop`. None chooses: the largest divisor of
-    `trainer.steps_per_loop` up to 10 for models of at most 1M parameters, else 1."""
+    in-graph loop); at most `trainer.steps_per_loop`. None chooses from the model's size
+    and what the compile of each unrolled step pays back over `trainer.train_steps`
+    (`torchgarden.compile.choose_steps_per_call`)."""
     seed: int | None = None
     """Seed for Python, NumPy and torch RNGs; None leaves them unseeded."""
     deterministic: bool = False

@@ -141,8 +141,8 @@ def build_step_plan(
     """
     cfg, bound = params.trainer, recovery_bound(params)
     compiled = params.runtime.enable_xla
-    steps = choose_steps_per_call(model, cfg.steps_per_loop, params.runtime.steps_per_graph) \
-        if compiled else 1
+    steps = choose_steps_per_call(model, cfg.steps_per_loop, params.runtime.steps_per_graph,
+                                  train_steps=cfg.train_steps) if compiled else 1
     plan = StepPlan.build(
         steps_per_call=steps, accumulation_steps=cfg.gradient_accumulation_steps,
         check_loss=bound if cfg.recovery_check_every_step else None,

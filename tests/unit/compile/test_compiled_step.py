@@ -313,6 +313,11 @@ def test_steps_per_call_is_chosen_from_the_model_and_steps_per_loop():
     assert choose_steps_per_call(small, 7, None) == 7
     assert choose_steps_per_call(large, 100, None) == 1  # 1M parameters and more.
     assert choose_steps_per_call(large, 100, 5) == 5
+    # Each unrolled step pays for its compile: 15,000 training steps per step in the graph.
+    assert choose_steps_per_call(small, 100, None, train_steps=20_000) == 1
+    assert choose_steps_per_call(small, 100, None, train_steps=80_000) == 5
+    assert choose_steps_per_call(small, 100, None, train_steps=1_000_000) == 10
+    assert choose_steps_per_call(small, 100, 10, train_steps=20_000) == 10  # as configured
     with pytest.raises(ValueError, match=r"steps_per_graph must be between 1 and .*\(4\)"):
         choose_steps_per_call(small, 4, 8)
 
