@@ -55,9 +55,10 @@ def test_registered_experiment_defaults():
 @pytest.mark.parametrize("override, message", [
     ("task.model.backbone_channels=[8,16]", r"task.model.backbone_channels needs one entry "
                                             r"per level 1..4"),
-    ("task.losses.unmatched_threshold=0.6", "task.losses.unmatched_threshold .0.6. and "
-                                            "match_threshold"),
-    ("task.train_data.aug_scale_min=0", r"task.train_data.aug_scale_min \(0.0\) must be > 0"),
+    ("task.train_data.parser.unmatched_threshold=0.6",
+     r"task.train_data.parser.unmatched_threshold must be in \[0, match_threshold \(0.5\)\]"),
+    ("task.train_data.parser.aug_scale_min=0",
+     r"task.train_data.parser.aug_scale_min must be > 0 and <= aug_scale_max"),
     ("task.model.input_size=[64]",
      r"task.model.input_size must be \[height, width, 3\] or \[height, width\]"),
 ])

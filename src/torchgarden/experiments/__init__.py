@@ -5,6 +5,13 @@ The matching Task classes live in ``torchgarden.tasks`` and register for these c
 classes when that package is imported (``get_task`` does it on demand).
 """
 
+from torchgarden.experiments.augmentation import (
+    AugmentationConfig,
+    AutoAugmentConfig,
+    MixupAndCutmixConfig,
+    RandAugmentConfig,
+    RandomErasingConfig,
+)
 from torchgarden.experiments.image_classification import (
     ImageClassificationConfig,
     ImageClassificationDataConfig,
@@ -42,6 +49,11 @@ from torchgarden.experiments.semantic_segmentation import (
 from torchgarden.experiments.toy import ToyRegressionConfig, toy_regression
 
 __all__ = [
+    "AugmentationConfig",
+    "AutoAugmentConfig",
+    "MixupAndCutmixConfig",
+    "RandAugmentConfig",
+    "RandomErasingConfig",
     "ImageClassificationConfig",
     "ImageClassificationDataConfig",
     "ImageClassificationModelConfig",

@@ -29,7 +29,6 @@ from typing import ClassVar
 
 from torchgarden.config import (
     Config,
-    DataConfig,
     ExperimentConfig,
     RuntimeConfig,
     TaskConfig,
@@ -39,6 +38,7 @@ from torchgarden.config.errors import choose as _choose
 from torchgarden.config.notices import ModelGardenKey, mapped
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import check_source
+from torchgarden.experiments.augmentation import ClassificationAugmentDataConfig
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.models.backbones import KERNEL_INITIALIZER_NAMES, Backbone, NormActivation
 from torchgarden.registry import register_experiment
@@ -59,8 +59,9 @@ _BUILTIN = ("mlp", "cnn")
 
 
 @dataclasses.dataclass
-class ImageClassificationDataConfig(DataConfig):
-    """Where images come from."""
+class ImageClassificationDataConfig(ClassificationAugmentDataConfig):
+    """Where images come from, and Model Garden's augmentation keys
+    (`torchgarden.experiments.augmentation`)."""
 
     source: str = "digits"
     """``digits`` (scikit-learn's bundled 8×8 digits), ``npz``, ``folder``, ``datasets``
@@ -84,11 +85,6 @@ class ImageClassificationDataConfig(DataConfig):
     """For ``tfrecord``: the ``tf.train.Example`` feature holding the encoded image."""
     label_field_key: str = "image/class/label"
     """For ``tfrecord``: the feature holding the class id (int64)."""
-    is_multilabel: bool = False
-    """For ``tfrecord``: each example lists several class ids (multi-hot labels)."""
-    decode_jpeg_only: bool = True
-    """Model Garden's JPEG-only fast path; here every image is decoded by Pillow (JPEG,
-    PNG, ...), with JPEGs decoded at reduced scale where the crop allows."""
     aug_rand_hflip: bool = True
     """For ``tfrecord``, training: random left-right flips."""
     aug_crop: bool = True

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torchgarden.config import (
     Config,
@@ -31,10 +31,11 @@ from torchgarden.config import (
     TaskConfig,
     TrainerConfig,
 )
-from torchgarden.config.errors import ConfigError
-from torchgarden.config.notices import ModelGardenKey, mapped
+from torchgarden.config.errors import ConfigError, ConfigKeyError, choose, require
+from torchgarden.config.notices import ModelGardenKey, ignored, mapped
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import auto_source, check_source
+from torchgarden.experiments.augmentation import AugmentationConfig
 from torchgarden.experiments.library_model import LibraryBackbone
 from torchgarden.experiments.retinanet_blocks import (
     Anchor,
@@ -51,10 +52,80 @@ __all__ = [
     "RetinaNetDataConfig",
     "RetinaNetLossConfig",
     "RetinaNetModelConfig",
+    "RetinaNetParserConfig",
     "retinanet",
     "retinanet_resnet18",
     "retinanet_resnetfpn_coco",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Moved(ModelGardenKey):
+    """A torchgarden key that moved to Model Garden's place: setting it is an error."""
+
+    def rewrite(self, key: str, value: Any, *, path: str) -> tuple[str, Any] | None:
+        raise ConfigKeyError(f"{path} moved to {self.target} (Model Garden's place); set it "
+                             "there", key=path)
+
+
+@dataclasses.dataclass
+class RetinaNetParserConfig(Config):
+    """Model Garden's RetinaNet ``Parser``: augmentation and anchor labelling of a split."""
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "aug_policy": ignored("Model Garden keeps it for backward compatibility and does not "
+                              "use it (use aug_type)"),
+    }
+    num_channels: int = 3
+    """Image channels; 3 (RGB) is provided. Defaults to 3."""
+    match_threshold: float = 0.5
+    """Anchors with IoU >= this are positive. Defaults to 0.5."""
+    unmatched_threshold: float = 0.5
+    """Anchors with IoU < this are negative; in between they are ignored. Defaults to 0.5."""
+    aug_rand_hflip: bool = False
+    """Random left-right flips (with boxes) of training images. Defaults to False."""
+    aug_rand_jpeg: dict[str, Any] | None = None
+    """Random JPEG re-encoding; not provided (a value is refused). Defaults to None."""
+    aug_scale_min: float = 1.0
+    """Smallest random scale of the training resize-and-crop to ``task.model.input_size``.
+    Defaults to 1.0."""
+    aug_scale_max: float = 1.0
+    """Largest random scale of the training resize-and-crop. Defaults to 1.0."""
+    skip_crowd_during_training: bool = True
+    """Leave crowd boxes out of training labels; false (crowds trained as objects) is not
+    provided. Defaults to True."""
+    max_num_instances: int = 100
+    """Boxes kept per image (the first ones), as Model Garden's fixed-size labels.
+    Defaults to 100."""
+    aug_type: AugmentationConfig | None = None
+    """RandAugment/AutoAugment with boxes; not provided (a type is refused). Defaults to
+    None."""
+    pad: bool = True
+    """Pad resized images to ``input_size``; false is not provided. Defaults to True."""
+    keep_aspect_ratio: bool = True
+    """Keep the aspect ratio when resizing; false is not provided. Defaults to True."""
+
+    def check(self) -> None:
+        require(self, "num_channels", self.num_channels == 3, "3 (RGB images)")
+        require(self, "unmatched_threshold",
+                0 <= self.unmatched_threshold <= self.match_threshold <= 1,
+                f"in [0, match_threshold ({self.match_threshold})] with match_threshold <= 1")
+        require(self, "aug_scale_min", 0 < self.aug_scale_min <= self.aug_scale_max,
+                f"> 0 and <= aug_scale_max ({self.aug_scale_max})")
+        require(self, "max_num_instances", self.max_num_instances >= 1, ">= 1")
+        refused = {
+            "aug_rand_jpeg": (self.aug_rand_jpeg is not None, "None (random JPEG quality is "
+                              "not provided)"),
+            "skip_crowd_during_training": (not self.skip_crowd_during_training, "true (crowd "
+                                           "boxes are never trained as objects here)"),
+            "aug_type": (self.aug_type is not None and self.aug_type.type is not None,
+                         "None (box-aware RandAugment/AutoAugment is not provided)"),
+            "pad": (not self.pad, "true (images are always padded to input_size)"),
+            "keep_aspect_ratio": (not self.keep_aspect_ratio, "true (resizing keeps the "
+                                  "aspect ratio)"),
+        }
+        for name, (bad, expected) in refused.items():
+            require(self, name, not bad, expected)
 
 
 @dataclasses.dataclass
@@ -62,8 +133,16 @@ class RetinaNetDataConfig(DataConfig):
     """A COCO-format detection split: an annotation JSON (``input_path``) and its images.
 
     An empty ``input_path`` reads the generated shapes split (``task.generated_data``).
+    Augmentation and anchor labelling sit under ``parser`` (Model Garden's place); the
+    older ``aug_rand_hflip`` / ``aug_scale_min`` / ``aug_scale_max`` here are read as the
+    ``parser`` keys, with a notice.
     """
 
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        **DataConfig.MODEL_GARDEN_KEYS,
+        **{name: mapped(f"parser.{name}", note="Model Garden's place is the split's parser")
+           for name in ("aug_rand_hflip", "aug_scale_min", "aug_scale_max")},
+    }
     source: str = ""
     """``coco`` (a COCO JSON in ``input_path`` and its images), ``tfrecord`` (TFRecord shards
     of ``tf.train.Example`` in Model Garden's detection schema, or ``tfds_name``), ``shapes``
@@ -72,15 +151,15 @@ class RetinaNetDataConfig(DataConfig):
     image_dir: str = ""
     """Folder the JSON's ``file_name`` entries are relative to; empty = the ``images``
     folder beside ``input_path``. Defaults to ""."""
-    aug_rand_hflip: bool = False
-    """Random left-right flips (with boxes). Defaults to False."""
-    aug_scale_min: float = 1.0
-    """Smallest random scale of the resize-and-crop to ``task.model.input_size``.
-    Defaults to 1.0."""
-    aug_scale_max: float = 1.0
-    """Largest random scale of the resize-and-crop. Defaults to 1.0."""
+    parser: RetinaNetParserConfig = dataclasses.field(default_factory=RetinaNetParserConfig)
+    """Model Garden's parser block: flips, scale jitter, anchor matching thresholds."""
     color_jitter: float = 0.0
-    """Strength of random brightness, contrast and saturation changes. Defaults to 0.0."""
+    """Strength of random brightness, contrast and saturation changes of training images
+    (a torchgarden key). Defaults to 0.0."""
+    dtype: str = "bfloat16"
+    """Dtype images leave the parser in: ``float32``, ``bfloat16`` or ``float16`` (values
+    rounded to it, as Model Garden's cast does); the model receives them cast to float32
+    (autocast runs the mixed precision). Defaults to "bfloat16", Model Garden's."""
 
     def resolved_source(self) -> str:
         """`source`, or the one an empty `source` means for this `input_path`."""
@@ -94,13 +173,10 @@ class RetinaNetDataConfig(DataConfig):
             key = self.field_path("input_path")
             raise ConfigError(f"{key} names one COCO JSON file, received "
                               f"{len(self.input_path)} paths", key=key)
-        if not 0 < self.aug_scale_min <= self.aug_scale_max:
-            key = self.field_path("aug_scale_min")
-            raise ConfigError(f"{key} ({self.aug_scale_min}) must be > 0 and <= aug_scale_max "
-                              f"({self.aug_scale_max})", key=key)
         if self.color_jitter < 0:
             key = self.field_path("color_jitter")
             raise ConfigError(f"{key} must be >= 0, received {self.color_jitter}", key=key)
+        choose(self, "dtype", ("float32", "bfloat16", "float16"))
 
 
 def _moved(target: str) -> ModelGardenKey:
@@ -185,7 +261,13 @@ class RetinaNetModelConfig(Config):
 
 @dataclasses.dataclass
 class RetinaNetLossConfig(Config):
-    """Anchor matching and the loss (Model Garden's RetinaNet defaults)."""
+    """The loss (Model Garden's RetinaNet defaults); matching thresholds are
+    ``task.train_data.parser``'s."""
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        name: _Moved(target=f"task.train_data.parser.{name}")
+        for name in ("match_threshold", "unmatched_threshold")
+    }
 
     focal_loss_alpha: float = 0.25
     """Focal-loss weight of positives. Defaults to 0.25."""
@@ -200,19 +282,9 @@ class RetinaNetLossConfig(Config):
     l2_weight_decay: float = 0.0
     """L2 penalty ``l2_weight_decay / 2 * sum(w**2)`` over conv kernels (Model Garden's
     kernel regularizer). Defaults to 0.0."""
-    match_threshold: float = 0.5
-    """Anchors with IoU >= this are positive. Defaults to 0.5."""
-    unmatched_threshold: float = 0.4
-    """Anchors with IoU < this are negative; in between they are ignored. Defaults to 0.4."""
     match_each_groundtruth: bool = True
-    """Give every box its best anchor as a positive, whatever the IoU. Defaults to True."""
-
-    def check(self) -> None:
-        if not 0 <= self.unmatched_threshold <= self.match_threshold <= 1:
-            key = self.field_path("unmatched_threshold")
-            raise ConfigError(f"{key} ({self.unmatched_threshold}) and match_threshold "
-                              f"({self.match_threshold}) must satisfy 0 <= unmatched_threshold "
-                              "<= match_threshold <= 1", key=key)
+    """Give every box its best anchor as a positive, whatever the IoU (as Model Garden's
+    anchor labeler does). Defaults to True."""
 
 
 @dataclasses.dataclass
@@ -247,10 +319,36 @@ class RetinaNetConfig(TaskConfig):
             raise ConfigError(
                 f"{self.field_path('image_mean')} and {key} must be 3 values (RGB), std > 0; "
                 f"received {self.image_mean} and {self.image_std}", key=key)
+        self._check_matching()
         if self.max_num_eval_detections < 1:
             key = self.field_path("max_num_eval_detections")
             raise ConfigError(f"{key} must be >= 1, received {self.max_num_eval_detections}",
                               key=key)
+
+
+    def _check_matching(self) -> None:
+        """Anchors are matched in the loss with one pair of thresholds: the training
+        parser's. A validation parser asking for others is refused, not read differently."""
+        train = self.train_data.parser
+        if not 0 <= train.unmatched_threshold <= train.match_threshold <= 1:
+            return  # the parser's own check names the bad value
+        sets = self.validation_data if isinstance(self.validation_data, dict) else {
+            "": self.validation_data}
+        for name, split in sets.items():
+            for field in ("match_threshold", "unmatched_threshold"):
+                mine, theirs = getattr(split.parser, field), getattr(train, field)
+                if mine != theirs:
+                    key = self.field_path(f"validation_data.{name + '.' if name else ''}"
+                                          f"parser.{field}")
+                    raise ConfigError(
+                        f"{key} ({mine}) differs from train_data.parser.{field} ({theirs}); "
+                        "the loss matches anchors with the training parser's thresholds, so "
+                        "set both equal", key=key)
+
+
+def _parser(**kwargs: Any) -> RetinaNetParserConfig:
+    """The presets' parser: torchgarden's tuned matching (0.5 / 0.4) on shapes."""
+    return RetinaNetParserConfig(unmatched_threshold=0.4, **kwargs)
 
 
 @register_experiment("retinanet")
@@ -259,11 +357,12 @@ def retinanet() -> ExperimentConfig:
     return ExperimentConfig(
         task=RetinaNetConfig(
             train_data=RetinaNetDataConfig(
-                is_training=True, global_batch_size=32, seed=0, aug_rand_hflip=True,
-                aug_scale_min=0.8, aug_scale_max=1.25,
+                is_training=True, global_batch_size=32, seed=0, dtype="float32", parser=_parser(
+                    aug_rand_hflip=True, aug_scale_min=0.8, aug_scale_max=1.25),
             ),
             validation_data=RetinaNetDataConfig(
                 is_training=False, global_batch_size=32, drop_remainder=False,
+                dtype="float32", parser=_parser(),
             ),
             allow_image_summary=True,
         ),

@@ -172,8 +172,25 @@ class ImageClassificationTask(Task):
                 f"{e} Set task.{split}.input_path to an existing {params.source} path."
             ) from e
         return data.build_dataloader(
-            data.ArrayDataset(x, y), params, input_context=input_context
+            data.ArrayDataset(x, y), params, input_context=input_context,
+            collate_fn=self._augmenting(params, None),
         )
+
+    def _augmenting(self, params: ImageClassificationDataConfig,
+                    collate: Any) -> Any:
+        """``collate`` (None: the default) wrapped in the split's augmentation and mixing
+        (`torchgarden.vision.classification_augment`); ``collate`` itself when none is on."""
+        if not (params.augments_images() or params.mixup_and_cutmix or params.dtype != "float32"):
+            return collate  # nothing to import for a plain run
+        from torchgarden.vision import classification_augment as aug
+
+        augmenter = aug.build_augmenter(params)
+        mixup = aug.build_mixup(params, self.task_config.model.num_classes)
+        if augmenter is None and mixup is None:
+            return collate
+        where = params.input_path or params.source
+        return aug.BatchAugment(collate or torch.utils.data.default_collate,
+                                augmenter=augmenter, mixup=mixup, where=str(where))
 
     def _hugging_face_inputs(self, params: ImageClassificationDataConfig, input_context: Any) -> Any:
         """A Hugging Face ``save_to_disk`` dataset (by index or streamed) or WebDataset shards."""
@@ -190,23 +207,34 @@ class ImageClassificationTask(Task):
         else:
             dataset = hf.ArrowColumns(hf.load_arrow(paths[0]), columns)
             self._checked(*(t.unsqueeze(0) for t in dataset[0]), paths[0])
-            return data.build_dataloader(dataset, params, input_context=input_context)
+            return data.build_dataloader(dataset, params, input_context=input_context,
+                                         collate_fn=self._augmenting(params, None))
         self._checked(*columns([next(iter(stream))]), paths[0])
         return data.build_dataloader(stream, params, input_context=input_context,
-                                     collate_fn=columns)
+                                     collate_fn=self._augmenting(params, columns))
+
+    def split_inputs(self, inputs: Any) -> tuple[Any, Any]:
+        """``(images, labels)``; bfloat16/float16 images (``dtype``) reach the model as
+        float32, as Keras layers cast their inputs (autocast runs the mixed precision)."""
+        features, labels = super().split_inputs(inputs)
+        if isinstance(features, torch.Tensor) and features.dtype in (torch.bfloat16,
+                                                                     torch.float16):
+            features = features.float()
+        return features, labels
 
     def build_losses(
         self, labels: torch.Tensor, model_outputs: torch.Tensor,
         aux_losses: Sequence[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Model Garden's classification loss: one-hot cross-entropy with label smoothing
-        (``one_hot``), cross-entropy on label distributions (``soft_labels`` or float labels)
-        or sparse cross-entropy; plus the L2 penalty and ``aux_losses``; times
-        ``loss_weight``."""
+        (``one_hot``), cross-entropy on label distributions (``soft_labels``, or the
+        mixup_and_cutmix labels, already smoothed: no second smoothing) or sparse
+        cross-entropy; plus the L2 penalty and ``aux_losses``; times ``loss_weight``."""
         losses = self.task_config.losses
-        # Integer labels or (mixup / cutmix) float distributions; smoothing is one-hot only.
-        smoothing = losses.label_smoothing if losses.one_hot else 0.0
-        loss = F.cross_entropy(model_outputs, labels, label_smoothing=smoothing)
+        soft = labels.dim() == 2 and labels.is_floating_point()
+        smoothing = losses.label_smoothing if losses.one_hot and not soft else 0.0
+        loss = F.cross_entropy(model_outputs.float() if soft else model_outputs, labels,
+                               label_smoothing=smoothing)
         if losses.l2_weight_decay:
             # Keras l2(l2_weight_decay / 2) on every kernel: l2/2 * sum(w**2).
             penalty = torch.stack([p.square().sum() for p in self._l2_weights]).sum()
@@ -214,6 +242,13 @@ class ImageClassificationTask(Task):
         if aux_losses:
             loss = loss + torch.stack([a.float() for a in aux_losses]).sum()
         return loss * losses.loss_weight
+
+    def process_metrics(self, metrics: Sequence[Any], labels: Any, model_outputs: Any,
+                        **kwargs: Any) -> None:
+        """Soft labels count as their argmax class (Keras' CategoricalAccuracy)."""
+        if isinstance(labels, torch.Tensor) and labels.dim() == 2 and labels.is_floating_point():
+            labels = labels.argmax(dim=1)
+        super().process_metrics(metrics, labels, model_outputs, **kwargs)
 
     def build_metrics(self, training: bool = True) -> list[Any]:
         k = self.task_config.evaluation.top_k

@@ -33,7 +33,7 @@ from torchgarden.tasks.serving import DetectorServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.anchors import assign_targets
 from torchgarden.vision.augment import Augmentation
-from torchgarden.vision.coco_data import COCODetectionDataset, collate_detections
+from torchgarden.vision.coco_data import COCODetectionDataset, DetectionCollate
 from torchgarden.vision.retinanet_model import RetinaNet, flatten_levels
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 from torchgarden.vision.tfrecord_records import detection_loader
@@ -159,9 +159,10 @@ class RetinaNetTask(Task):
     def _augmentation(self, params: RetinaNetDataConfig) -> Augmentation | None:
         """Flip, scale-crop and colour jitter when training; None for evaluation."""
         jitter, size = params.color_jitter, tuple(self.task_config.model.input_size[:2])
+        parser = params.parser
         return Augmentation(
-            output_size=size, horizontal_flip=params.aug_rand_hflip, brightness=jitter,
-            scale_range=(params.aug_scale_min, params.aug_scale_max), contrast=jitter,
+            output_size=size, horizontal_flip=parser.aug_rand_hflip, brightness=jitter,
+            scale_range=(parser.aug_scale_min, parser.aug_scale_max), contrast=jitter,
             saturation=jitter, min_box_size=1.0) if params.is_training else None
 
     def build_dataset(self, params: RetinaNetDataConfig) -> COCODetectionDataset:
@@ -173,12 +174,14 @@ class RetinaNetTask(Task):
         """
         model_cfg = self.task_config.model
         output_size = tuple(model_cfg.input_size[:2])
+        parser = params.parser
         path = self._annotation_file(params)
         dataset = COCODetectionDataset(
             path, params.image_dir or None, output_size=output_size,
             augmentation=self._augmentation(params), mean=self.task_config.image_mean,
             std=self.task_config.image_std,
-            skip_crowd=bool(params.is_training), cache_images=params.cache)
+            skip_crowd=bool(params.is_training and parser.skip_crowd_during_training),
+            cache_images=params.cache)
         if dataset.num_classes != model_cfg.num_classes:
             raise ValueError(
                 f"{path}: has {dataset.num_classes} categories {dataset.category_ids} but "
@@ -197,15 +200,17 @@ class RetinaNetTask(Task):
 
         ``params.cache`` keeps decoded images in memory (augmentation still runs).
         """
+        collate = DetectionCollate(max_num_instances=params.parser.max_num_instances,
+                                   dtype=params.dtype)
         if params.resolved_source() == "tfrecord":  # Labels as stored: category ids.
             self._category_ids = list(range(1, self.task_config.model.num_classes + 1))
             return detection_loader(self.task_config, params, self._augmentation(params),
-                                    input_context)
+                                    input_context, collate)
         dataset = self.build_dataset(params)
         if params.cache:  # Cached inside the dataset, not by freezing whole examples.
             params = params.replace(cache=False)
         return data.build_dataloader(dataset, params, input_context=input_context,
-                                     collate_fn=collate_detections)
+                                     collate_fn=collate)
 
     def build_metrics(self, training: bool = True) -> list[Any]:
         """Means of the three losses; for evaluation also ``self.coco_metric``."""
@@ -226,14 +231,15 @@ class RetinaNetTask(Task):
         (positive anchors in the batch + 1); ignored anchors count in neither.
         """
         loss_cfg = self.task_config.losses
+        parser = self.task_config.train_data.parser  # validation's is checked equal
         num_classes = self.task_config.model.num_classes
         classes = labels["classes"]
         if "is_crowds" in labels:
             classes = torch.where(labels["is_crowds"] > 0, 0, classes)
         targets = assign_targets(
             model_outputs["anchor_boxes"], labels["boxes"], classes,
-            positive_threshold=loss_cfg.match_threshold,
-            negative_threshold=loss_cfg.unmatched_threshold,
+            positive_threshold=parser.match_threshold,
+            negative_threshold=parser.unmatched_threshold,
             match_each_groundtruth=loss_cfg.match_each_groundtruth)
         logits = flatten_levels(model_outputs["cls_outputs"], num_classes)
         deltas = flatten_levels(model_outputs["box_outputs"], 4)
@@ -273,7 +279,7 @@ class RetinaNetTask(Task):
                    metrics: Sequence[Any] | None = None) -> Logs:
         """Forward, `compute_losses`, backward, update; metrics are the loss means."""
         images, labels = inputs
-        outputs = model(images)
+        outputs = model(images.float())  # `dtype` images reach the model as float32
         loss_values = self.compute_losses(labels, outputs, aux_losses=model_losses(model))
         loss = loss_values["total_loss"]
         optimizer.zero_grad(set_to_none=True)
@@ -291,7 +297,7 @@ class RetinaNetTask(Task):
         pixels with ``image_info``; labels become COCO category ids.
         """
         images, labels = inputs
-        outputs = self.inference_step(images, model)
+        outputs = self.inference_step(images.float(), model)
         loss_values = self.compute_losses(labels, outputs, aux_losses=model_losses(model))
         self._update_loss_metrics(metrics, loss_values)
         to_category = torch.tensor([0, *self._category_ids_or_default()],

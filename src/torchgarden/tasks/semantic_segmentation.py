@@ -25,7 +25,7 @@ from torchgarden.tasks.serving import SegmenterServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
-from torchgarden.vision.segmentation_data import SegmentationFolderDataset
+from torchgarden.vision.segmentation_data import ResizeThenCrop, SegmentationFolderDataset
 from torchgarden.vision.segmentation_model import SegmentationModel
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 
@@ -177,14 +177,19 @@ class SemanticSegmentationTask(Task):
         split = params.split or ("train" if params.is_training else "validation")
         return Path(generate_shapes_dataset(root, **kwargs)[split])
 
-    def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation:
-        """Flip, scale-crop and colour jitter as `params` asks, then normalization."""
+    def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation | ResizeThenCrop:
+        """Flip, scale-crop and colour jitter as `params` asks (training splits only, as in
+        Model Garden), then the resize to ``output_size`` (``crop_size`` for a training
+        split that sets it, after Model Garden's resize-then-random-crop) and normalization."""
         config = self.task_config
-        jitter = params.color_jitter
-        return Augmentation(
-            output_size=tuple(params.output_size) if params.output_size else None,
-            horizontal_flip=params.aug_rand_hflip,
-            scale_range=(params.aug_scale_min, params.aug_scale_max),
+        training = bool(params.is_training)
+        crop = training and bool(params.crop_size)
+        size = params.crop_size if crop else params.output_size
+        jitter = params.color_jitter if training else 0.0
+        augmentation = Augmentation(
+            output_size=tuple(size) if size else None,
+            horizontal_flip=params.aug_rand_hflip and training,
+            scale_range=(params.aug_scale_min, params.aug_scale_max) if training else (1, 1),
             brightness=jitter,
             contrast=jitter,
             saturation=jitter,
@@ -192,6 +197,10 @@ class SemanticSegmentationTask(Task):
             std=config.image_std,
             mask_fill=config.ignore_label,
         )
+        if not crop:
+            return augmentation
+        return ResizeThenCrop(crop_size=tuple(params.crop_size), augment=augmentation,
+                              output_size=tuple(params.output_size) if params.output_size else None)
 
     def build_inputs(self, params: SegmentationDataConfig, input_context: Any = None) -> Any:
         if params.resolved_source() == "tfrecord":  # Model Garden's segmentation schema.
@@ -204,6 +213,15 @@ class SemanticSegmentationTask(Task):
             return build_tfrecord_loader(params, record, input_context=input_context)
         return data.build_dataloader(self.build_dataset(params), params,
                                      input_context=input_context)
+
+    def split_inputs(self, inputs: Any) -> tuple[Any, Any]:
+        """``(images, masks)``, images rounded to the training split's ``dtype`` (as Model
+        Garden's parser casts them) and computed on in float32."""
+        features, labels = super().split_inputs(inputs)
+        dtype = getattr(torch, self.task_config.train_data.dtype)
+        if dtype != torch.float32 and isinstance(features, torch.Tensor):
+            features = features.to(dtype).float()
+        return features, labels
 
     def build_dataset(self, params: SegmentationDataConfig) -> SegmentationFolderDataset:
         """The ``(image, mask)`` pairs of ``params``, augmented as it asks."""

@@ -31,8 +31,8 @@ from torch.utils.data import Dataset
 from torchgarden.vision.augment import Augmentation, scale_crop
 from torchgarden.vision.boxes import convert_boxes
 
-__all__ = ["COCODetectionDataset", "DEFAULT_MEAN", "DEFAULT_STD", "collate_detections",
-           "detection_example"]
+__all__ = ["COCODetectionDataset", "DEFAULT_MEAN", "DEFAULT_STD", "DetectionCollate",
+           "collate_detections", "detection_example"]
 
 DEFAULT_MEAN = (0.485, 0.456, 0.406)
 """ImageNet channel means of [0, 1] RGB images (Model Garden's ``MEAN_RGB / 255``)."""
@@ -341,3 +341,25 @@ def collate_detections(
         else:
             labels[key] = torch.stack(values)
     return images, labels
+
+
+class DetectionCollate:
+    """`collate_detections` of each image's first ``max_num_instances`` boxes (Model
+    Garden's fixed-size parser labels), images cast to ``dtype``. Picklable.
+
+    Args:
+        max_num_instances: Boxes kept per image. Defaults to 100.
+        dtype: ``float32``, ``bfloat16`` or ``float16``. Defaults to "float32".
+    """
+
+    def __init__(self, *, max_num_instances: int = 100, dtype: str = "float32") -> None:
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        self.max_num_instances, self.dtype = int(max_num_instances), dtypes[dtype]
+
+    def __call__(self, samples: Sequence[tuple[torch.Tensor, dict[str, torch.Tensor]]]
+                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        n = self.max_num_instances
+        kept = [(image, {key: value[:n] if key in _PER_BOX_KEYS else value
+                         for key, value in target.items()}) for image, target in samples]
+        images, labels = collate_detections(kept)
+        return images.to(self.dtype), labels

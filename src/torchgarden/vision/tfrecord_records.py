@@ -116,15 +116,15 @@ class SegmentationRecord:
 
 
 def detection_loader(task_config: Any, params: Any, augmentation: Augmentation | None,
-                     input_context: Any) -> Any:
+                     input_context: Any, collate_fn: Any) -> Any:
     """The loader of a RetinaNet split on TFRecord shards (labels are the stored class ids,
-    ``1..num_classes``)."""
+    ``1..num_classes``), batched by ``collate_fn`` as the COCO path is."""
     from torchgarden.data.tfrecord_input import build_tfrecord_loader
-    from torchgarden.vision.coco_data import collate_detections
 
-    record = DetectionRecord(task_config.model.input_size, augmentation=augmentation,
+    record = DetectionRecord(task_config.model.input_size[:2], augmentation=augmentation,
                              mean=task_config.image_mean, std=task_config.image_std,
                              num_classes=task_config.model.num_classes,
-                             skip_crowd=bool(params.is_training))
+                             skip_crowd=bool(params.is_training
+                                             and params.parser.skip_crowd_during_training))
     return build_tfrecord_loader(params, record, input_context=input_context,
-                                 collate_fn=collate_detections)
+                                 collate_fn=collate_fn)
