@@ -71,3 +71,34 @@ def test_two_steps_on_tfrecords(tmp_path, experiment, write):
         "trainer.validation_interval=2"])
     assert code == 0
     assert (tmp_path / "run" / "ckpt-2").is_dir()
+
+
+def test_classification_shards_get_model_gardens_augmentation_in_its_order(tmp_path):
+    """color_jitter on the crop, RandAugment after the resize, erasing after normalizing,
+    the dtype cast last; mixup per batch: the TFRecord path gets every key the array
+    sources get."""
+    import torchgarden as tg
+    from torchgarden.data.tfrecord_samples import write_classification_shards
+    from torchgarden.vision.classification_input import ClassificationRecord
+
+    write_classification_shards(str(tmp_path / "tfr"), num_shards=1, per_shard=8)
+    params = tg.get_experiment("image_classification")
+    params.override({"task": {"model": {"input_size": [16, 16, 3], "num_classes": 4},
+                              "train_data": {
+        "source": "tfrecord", "input_path": str(tmp_path / "tfr" / "train-*"),
+        "global_batch_size": 4, "color_jitter": 0.4, "aug_type": {"type": "randaug"},
+        "random_erasing": {"probability": 1.0}, "dtype": "bfloat16",
+        "mixup_and_cutmix": {"label_smoothing": 0.1}}}})
+    data = params.task.train_data
+    parser = ClassificationRecord.from_config(data, params.task.model).parser
+    assert (len(parser.pre_resize), len(parser.post_resize), len(parser.post_normalize)) == (
+        1, 1, 2)
+    plain = ClassificationRecord.from_config(
+        data.replace(color_jitter=0.0, aug_type=None, random_erasing=None, dtype="float32"),
+        params.task.model).parser
+    assert not (plain.pre_resize or plain.post_resize or plain.post_normalize)
+    images, labels = next(iter(tg.get_task(params.task).build_inputs(data)))
+    assert images.dtype == torch.bfloat16 and images.shape == (4, 3, 16, 16)
+    assert labels.shape == (4, 4) and labels.is_floating_point()  # mixed, smoothed one-hot
+    torch.testing.assert_close(labels.sum(dim=1), torch.ones(4))
+    assert float(labels.min()) >= 0.1 / 4 - 1e-6

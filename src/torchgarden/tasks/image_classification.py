@@ -152,10 +152,6 @@ class ImageClassificationTask(Task):
     def build_inputs(
         self, params: ImageClassificationDataConfig, input_context: Any = None
     ) -> Any:
-        if params.source == "tfrecord":
-            split = "train_data" if params.is_training else "validation_data"
-            raise ValueError(f"task.{split}.source: 'tfrecord' needs torchgarden's TFRecord "
-                             "reader, which this installation does not have yet.")
         if params.source in ("datasets", "webdataset"):
             return self._hugging_face_inputs(params, input_context)
         if params.source == "tfrecord":
@@ -163,7 +159,10 @@ class ImageClassificationTask(Task):
             from torchgarden.vision.classification_input import ClassificationRecord
 
             record = ClassificationRecord.from_config(params, self.task_config.model)
-            return build_tfrecord_loader(params, record, input_context=input_context)
+            mixup = self._augmenting(params.replace(aug_type=None, color_jitter=0.0,
+                                                    random_erasing=None, dtype="float32"), None)
+            return build_tfrecord_loader(params, record, input_context=input_context,
+                                         collate_fn=mixup)  # per-image steps: in the parser
         try:
             x, y = self._load_arrays(params)
         except FileNotFoundError as e:

@@ -236,6 +236,7 @@ class ClassificationRecord:
             center_crop_fraction=params.center_crop_fraction,
             aug_rand_hflip=params.aug_rand_hflip, num_classes=model_config.num_classes,
             is_multilabel=params.is_multilabel, resize_method=params.tf_resize_method)
+        _attach_augmenter(parser, params)
         return cls(parser, image_key=params.image_field_key, label_key=params.label_field_key,
                    num_classes=model_config.num_classes)
 
@@ -251,3 +252,30 @@ class ClassificationRecord:
             raise ValueError(f"label {labels.tolist()} is outside [0, {self.num_classes}) "
                              "(task.model.num_classes)")
         return self.parser(decoded, seed)
+
+
+def _attach_augmenter(parser: ClassificationParser, params: Any) -> None:
+    """The split's ``color_jitter``, ``aug_type``, ``random_erasing`` and ``dtype`` as the
+    parser's hooks, where Model Garden's parser applies them: jitter on the crop, the
+    policy on the resized image cast to uint8 (as its ``distort`` casts), erasing on the
+    normalized image, the cast last."""
+    from torchgarden.vision.classification_augment import build_augmenter
+
+    augmenter = build_augmenter(params)
+    if augmenter is None:
+        return
+
+    def generator(rng: np.random.Generator) -> torch.Generator:
+        return torch.Generator().manual_seed(int(rng.integers(2**62)))
+
+    if augmenter.color_jitter:
+        parser.pre_resize.append(
+            lambda image, rng: augmenter.jitter(image, generator(rng)).float())
+    if augmenter.policy is not None:
+        parser.post_resize.append(lambda image, rng: augmenter.distort(
+            image.clamp(0, 255).to(torch.uint8), generator(rng)).float())
+    if augmenter.random_erasing is not None:
+        parser.post_normalize.append(
+            lambda image, rng: augmenter.erase(image, generator(rng)))
+    if augmenter.dtype != torch.float32:
+        parser.post_normalize.append(lambda image, rng: augmenter.cast(image))
