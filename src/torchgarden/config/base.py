@@ -63,7 +63,6 @@ class Config:
         field_types(cls)  # cached; reports a subclass that forgot @dataclass
         return super().__new__(cls)
 
-    # ----------------------------------------------------------------- attributes
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):  # private state, not part of the config
             object.__setattr__(self, name, value)
@@ -116,7 +115,6 @@ class Config:
         """Whether `lock()` was called on this config."""
         return self.__dict__.get("_locked", False)
 
-    # ------------------------------------------------------------------ overrides
     def override(self, overrides: Mapping[str, Any] | str | Config, *, strict: bool = True) -> Self:
         """Merges `overrides` into this config in place and returns it.
 
@@ -142,9 +140,8 @@ class Config:
         elif isinstance(overrides, Mapping):
             data = overrides
         else:
-            raise ConfigTypeError(
-                f"override expects a mapping, a string or a Config, received {show(overrides)}"
-            )
+            raise ConfigTypeError("override expects a mapping, a string or a Config, "
+                                  f"received {show(overrides)}")
         trial = copy.deepcopy(self)  # dry run first so a bad override changes nothing
         trial._apply(data, strict=strict, prefix="")
         self._apply(data, strict=strict, prefix="")
@@ -190,7 +187,6 @@ class Config:
             rewritten[pair[0]] = pair[1]
         return _nest_dotted(rewritten, prefix)
 
-    # --------------------------------------------------------------- copy & lock
     def lock(self) -> Self:
         """Makes this config and every sub-config immutable; returns self."""
         self._set_locked(True)
@@ -219,7 +215,6 @@ class Config:
                 if isinstance(child, Config):
                     child._set_locked(locked)
 
-    # ---------------------------------------------------------------- validation
     def validate(self) -> Self:
         """Checks `RESTRICTIONS` and each config's `check()`, recursively; returns self.
 
@@ -244,16 +239,13 @@ class Config:
                     value._validate(path)
 
     def check(self) -> None:
-        """Hook: raise `ConfigError` for invalid values. The default accepts all.
-
-        Use `self.field_path(name)` to name a field by its full dotted key.
-        """
+        """Hook: raise `ConfigError` for invalid values, naming a field by
+        `self.field_path(name)` (its full dotted key). The default accepts all."""
 
     def field_path(self, name: str) -> str:
         """Returns the dotted key of field `name` as seen from the config being validated."""
         return _join(self._path_prefix, name)
 
-    # ------------------------------------------------------------------- export
     def as_dict(self, *, include_type: bool = True) -> dict[str, Any]:
         """Returns a deep, plain-`dict` copy in field order (lists stay lists, tuples tuples).
 
@@ -263,10 +255,8 @@ class Config:
                 class, so that `from_dict` rebuilds the same class. Defaults to True.
         """
         types = field_types(type(self))
-        return {
-            name: export(getattr(self, name), types[name], include_type)
-            for name in self._export_names()
-        }
+        return {name: export(getattr(self, name), types[name], include_type)
+                for name in self._export_names()}
 
     def _export_names(self) -> list[str]:
         return list(field_types(type(self)))
@@ -290,9 +280,8 @@ class Config:
         A top-level `_type` naming a subclass of `cls` builds that subclass.
         """
         if not isinstance(data, Mapping):
-            raise ConfigTypeError(
-                f"{cls.__name__}.from_dict expects a mapping, received {show(data)}"
-            )
+            raise ConfigTypeError(f"{cls.__name__}.from_dict expects a mapping, "
+                                  f"received {show(data)}")
         return coerce(data, cls, path="")
 
     @classmethod
@@ -300,7 +289,6 @@ class Config:
         """Reads a YAML file written by `to_yaml` (or by hand) into a new config."""
         return cls.from_dict(load_yaml_file(path))
 
-    # ------------------------------------------------------------- dotted access
     def __getitem__(self, key: str) -> Any:
         """Returns the value at a dotted key such as `"trainer.train_steps"`."""
         node: Any = self
@@ -357,6 +345,8 @@ def _sets(data: Mapping[str, Any], dotted: str) -> bool:
         return True
     head, _, rest = dotted.partition(".")
     return bool(rest) and isinstance(data.get(head), Mapping) and _sets(data[head], rest)
+
+
 def nested_paths(config: Config, name: str, prefix: str = "") -> list[str]:
     """The dotted keys of the fields named `name` below `config`'s own fields (in its
     sub-configs), shallowest first; `prefix` is `config`'s own key.
@@ -382,9 +372,8 @@ def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in data.items():
         if not isinstance(key, str):
-            raise ConfigTypeError(
-                f"keys must be strings, received {show(key)} under {prefix or 'the top level'}"
-            )
+            raise ConfigTypeError(f"keys must be strings, received {show(key)} under "
+                                  f"{prefix or 'the top level'}")
         head, dot, rest = key.partition(".")
         if not dot:
             present = result.get(key)  # `a.b` seen first: merge, never drop it

@@ -1,10 +1,8 @@
 """``retinanet``: RetinaNet-style object detection (REFERENCE §12.2), on shipped shapes data.
 
-With the defaults the task trains on a generated dataset of 64x64 shape images
-(`torchgarden.vision.generate_shapes_dataset`, written once under
-``$TORCHGARDEN_DATA_DIR`` or ``~/.cache/torchgarden``; nothing is downloaded) and reports
-COCO box AP/AR on its validation split. Users point it at their own COCO-format data by
-config alone:
+By default it trains on generated 64x64 shape images (`torchgarden.vision.generate_shapes_dataset`,
+written once under ``$TORCHGARDEN_DATA_DIR`` or ``~/.cache/torchgarden``; nothing is downloaded)
+and reports COCO box AP/AR on validation. Own COCO-format data is a config change:
 
 ```yaml
 task:
@@ -48,14 +46,8 @@ from torchgarden.models.backbones import NormActivation
 from torchgarden.registry import register_experiment
 
 __all__ = [
-    "RetinaNetConfig",
-    "RetinaNetDataConfig",
-    "RetinaNetLossConfig",
-    "RetinaNetModelConfig",
-    "RetinaNetParserConfig",
-    "retinanet",
-    "retinanet_resnet18",
-    "retinanet_resnetfpn_coco",
+    "RetinaNetConfig", "RetinaNetDataConfig", "RetinaNetLossConfig", "RetinaNetModelConfig",
+    "RetinaNetParserConfig", "retinanet", "retinanet_resnet18", "retinanet_resnetfpn_coco",
 ]
 
 
@@ -95,11 +87,9 @@ class RetinaNetParserConfig(Config):
     """Leave crowd boxes out of training labels; false (crowds trained as objects) is not
     provided. Defaults to True."""
     max_num_instances: int = 100
-    """Boxes kept per image (the first ones), as Model Garden's fixed-size labels.
-    Defaults to 100."""
+    """Boxes kept per image (the first), as Model Garden's fixed-size labels. Defaults to 100."""
     aug_type: AugmentationConfig | None = None
-    """RandAugment/AutoAugment with boxes; not provided (a type is refused). Defaults to
-    None."""
+    """RandAugment/AutoAugment with boxes; not provided (a type is refused). Defaults to None."""
     pad: bool = True
     """Pad resized images to ``input_size``; false is not provided. Defaults to True."""
     keep_aspect_ratio: bool = True
@@ -113,30 +103,22 @@ class RetinaNetParserConfig(Config):
         require(self, "aug_scale_min", 0 < self.aug_scale_min <= self.aug_scale_max,
                 f"> 0 and <= aug_scale_max ({self.aug_scale_max})")
         require(self, "max_num_instances", self.max_num_instances >= 1, ">= 1")
-        refused = {
-            "aug_rand_jpeg": (self.aug_rand_jpeg is not None, "None (random JPEG quality is "
-                              "not provided)"),
-            "skip_crowd_during_training": (not self.skip_crowd_during_training, "true (crowd "
-                                           "boxes are never trained as objects here)"),
-            "aug_type": (self.aug_type is not None and self.aug_type.type is not None,
-                         "None (box-aware RandAugment/AutoAugment is not provided)"),
-            "pad": (not self.pad, "true (images are always padded to input_size)"),
-            "keep_aspect_ratio": (not self.keep_aspect_ratio, "true (resizing keeps the "
-                                  "aspect ratio)"),
-        }
-        for name, (bad, expected) in refused.items():
-            require(self, name, not bad, expected)
+        require(self, "aug_rand_jpeg", self.aug_rand_jpeg is None,
+                "None (random JPEG quality is not provided)")
+        require(self, "skip_crowd_during_training", self.skip_crowd_during_training,
+                "true (crowd boxes are never trained as objects here)")
+        require(self, "aug_type", self.aug_type is None or self.aug_type.type is None,
+                "None (box-aware RandAugment/AutoAugment is not provided)")
+        require(self, "pad", self.pad, "true (images are always padded to input_size)")
+        require(self, "keep_aspect_ratio", self.keep_aspect_ratio,
+                "true (resizing keeps the aspect ratio)")
 
 
 @dataclasses.dataclass
 class RetinaNetDataConfig(DataConfig):
-    """A COCO-format detection split: an annotation JSON (``input_path``) and its images.
-
-    An empty ``input_path`` reads the generated shapes split (``task.generated_data``).
-    Augmentation and anchor labelling sit under ``parser`` (Model Garden's place); the
-    older ``aug_rand_hflip`` / ``aug_scale_min`` / ``aug_scale_max`` here are read as the
-    ``parser`` keys, with a notice.
-    """
+    """A detection split (see ``source``). Augmentation and anchor labelling sit under
+    ``parser`` (Model Garden's place); the older ``aug_rand_hflip`` / ``aug_scale_min`` /
+    ``aug_scale_max`` here are read as the ``parser`` keys, with a notice."""
 
     MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
         **DataConfig.MODEL_GARDEN_KEYS,
@@ -169,18 +151,10 @@ class RetinaNetDataConfig(DataConfig):
         super().check()
         source = self.resolved_source()
         check_source(self, source, ("coco", "tfrecord", "shapes"), generated="shapes")
-        if source == "coco" and isinstance(self.input_path, list) and len(self.input_path) > 1:
-            key = self.field_path("input_path")
-            raise ConfigError(f"{key} names one COCO JSON file, received "
-                              f"{len(self.input_path)} paths", key=key)
-        if self.color_jitter < 0:
-            key = self.field_path("color_jitter")
-            raise ConfigError(f"{key} must be >= 0, received {self.color_jitter}", key=key)
+        paths = self.input_path if isinstance(self.input_path, list) else [self.input_path]
+        require(self, "input_path", source != "coco" or len(paths) <= 1, "one COCO JSON file")
+        require(self, "color_jitter", self.color_jitter >= 0, ">= 0")
         choose(self, "dtype", ("float32", "bfloat16", "float16"))
-
-
-def _moved(target: str) -> ModelGardenKey:
-    return mapped(target, note=f"now {target}, as in Model Garden")
 
 
 @dataclasses.dataclass
@@ -188,16 +162,18 @@ class RetinaNetModelConfig(Config):
     """Model Garden's RetinaNet model block (`torchgarden.vision.RetinaNet`)."""
 
     MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
-        "fpn_channels": _moved("decoder.fpn.num_filters"),
-        "head_channels": _moved("head.num_filters"),
-        "num_head_convs": _moved("head.num_convs"),
-        "num_scales": _moved("anchor.num_scales"),
-        "aspect_ratios": _moved("anchor.aspect_ratios"),
-        "anchor_size": _moved("anchor.anchor_size"),
-        "score_threshold": _moved("detection_generator.pre_nms_score_threshold"),
-        "nms_iou_threshold": _moved("detection_generator.nms_iou_threshold"),
-        "max_num_detections": _moved("detection_generator.max_num_detections"),
-        "pre_nms_top_k": _moved("detection_generator.pre_nms_top_k"),
+        name: mapped(target, note=f"now {target}, as in Model Garden") for name, target in {
+            "fpn_channels": "decoder.fpn.num_filters",
+            "head_channels": "head.num_filters",
+            "num_head_convs": "head.num_convs",
+            "num_scales": "anchor.num_scales",
+            "aspect_ratios": "anchor.aspect_ratios",
+            "anchor_size": "anchor.anchor_size",
+            "score_threshold": "detection_generator.pre_nms_score_threshold",
+            "nms_iou_threshold": "detection_generator.nms_iou_threshold",
+            "max_num_detections": "detection_generator.max_num_detections",
+            "pre_nms_top_k": "detection_generator.pre_nms_top_k",
+        }.items()
     }
 
     num_classes: int = 3
@@ -235,19 +211,13 @@ class RetinaNetModelConfig(Config):
     """Initial foreground probability of the classifier. Defaults to 0.01."""
 
     def check(self) -> None:
-        if self.num_classes < 1:
-            key = self.field_path("num_classes")
-            raise ConfigError(f"{key} must be >= 1, received {self.num_classes}", key=key)
+        require(self, "num_classes", self.num_classes >= 1, ">= 1")
         size = self.input_size
-        if len(size) not in (2, 3) or None in size[:2] or min(size[:2]) < 1 or size[2:] not in (
-                [], [3]):
-            key = self.field_path("input_size")
-            raise ConfigError(f"{key} must be [height, width, 3] or [height, width] >= 1, "
-                              f"received {self.input_size}", key=key)
-        if not 1 <= self.min_level <= self.max_level:
-            key = self.field_path("min_level")
-            raise ConfigError(f"{key} ({self.min_level}) and max_level ({self.max_level}) must "
-                              "satisfy 1 <= min_level <= max_level", key=key)
+        valid = len(size) in (2, 3) and None not in size[:2] and min(size[:2]) >= 1
+        require(self, "input_size", valid and size[2:] in ([], [3]),
+                "[height, width, 3] or [height, width] >= 1")
+        require(self, "min_level", 1 <= self.min_level <= self.max_level,
+                f">= 1 and <= max_level ({self.max_level})")
         builtin = self.backbone.type is None and not self.backbone.name
         if builtin and len(self.backbone_channels) != self.max_level:
             key = self.field_path("backbone_channels")
@@ -261,8 +231,7 @@ class RetinaNetModelConfig(Config):
 
 @dataclasses.dataclass
 class RetinaNetLossConfig(Config):
-    """The loss (Model Garden's RetinaNet defaults); matching thresholds are
-    ``task.train_data.parser``'s."""
+    """The loss (Model Garden's defaults); matching thresholds: ``task.train_data.parser``."""
 
     MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
         name: _Moved(target=f"task.train_data.parser.{name}")
@@ -310,8 +279,7 @@ class RetinaNetConfig(TaskConfig):
     max_num_eval_detections: int = 100
     """Detections per image COCO evaluation reads (``ARmax{N}``). Defaults to 100."""
     num_image_summaries: int = 4
-    """Validation images drawn with their detections when ``allow_image_summary``.
-    Defaults to 4."""
+    """Validation images drawn with detections when ``allow_image_summary``. Defaults to 4."""
 
     def check(self) -> None:
         if len(self.image_mean) != 3 or len(self.image_std) != 3 or min(self.image_std) <= 0:
@@ -320,11 +288,7 @@ class RetinaNetConfig(TaskConfig):
                 f"{self.field_path('image_mean')} and {key} must be 3 values (RGB), std > 0; "
                 f"received {self.image_mean} and {self.image_std}", key=key)
         self._check_matching()
-        if self.max_num_eval_detections < 1:
-            key = self.field_path("max_num_eval_detections")
-            raise ConfigError(f"{key} must be >= 1, received {self.max_num_eval_detections}",
-                              key=key)
-
+        require(self, "max_num_eval_detections", self.max_num_eval_detections >= 1, ">= 1")
 
     def _check_matching(self) -> None:
         """Anchors are matched in the loss with one pair of thresholds: the training
@@ -358,18 +322,14 @@ def retinanet() -> ExperimentConfig:
         task=RetinaNetConfig(
             train_data=RetinaNetDataConfig(
                 is_training=True, global_batch_size=32, seed=0, dtype="float32", parser=_parser(
-                    aug_rand_hflip=True, aug_scale_min=0.8, aug_scale_max=1.25),
-            ),
+                    aug_rand_hflip=True, aug_scale_min=0.8, aug_scale_max=1.25)),
             validation_data=RetinaNetDataConfig(
                 is_training=False, global_batch_size=32, drop_remainder=False,
-                dtype="float32", parser=_parser(),
-            ),
-            allow_image_summary=True,
-        ),
+                dtype="float32", parser=_parser()),
+            allow_image_summary=True),
         trainer=adam_cosine_trainer(
             train_steps=1000, steps_per_loop=100, learning_rate=5e-3, warmup_steps=100,
-            best_metric="AP",
-        ),
+            best_metric="AP"),
         runtime=RuntimeConfig(seed=0),
     )
 
@@ -396,11 +356,8 @@ COCO_VAL_EXAMPLES = 5000
 
 @register_experiment("retinanet_resnetfpn_coco")
 def retinanet_resnetfpn_coco() -> ExperimentConfig:
-    """Model Garden's ``retinanet_resnetfpn_coco``: RetinaNet on a transformers ResNet-50
-    (Model Garden's depth and width) with Model Garden's FPN (levels 3-7, batch norm on
-    every level) and head (4 convs of 256, batch norms per level), 640x640x3 inputs, COCO
-    TFRecords under ``coco/``, SGD momentum 0.9 stepwise 0.32 x B/256 decayed at epochs 57
-    and 67 of 72, warmup 500 steps from 0.0067, L2 1e-4, bfloat16.
+    """Model Garden's ``retinanet_resnetfpn_coco``: a transformers ResNet-50 with Model
+    Garden's FPN and head at 640x640x3 on COCO TFRecords under ``coco/``, its SGD schedule.
 
     Model Garden starts the backbone from its ImageNet checkpoint on Cloud Storage; nothing is
     downloaded here: set ``task.model.backbone.pretrained_path`` (or ``task.init_checkpoint``)

@@ -269,8 +269,7 @@ class Controller:
             raise RuntimeError(
                 f"`trainer.train({num_steps})` moved the global step from {current} to "
                 f"{new_step}; a train loop must advance it by exactly {num_steps}. Increment "
-                "trainer.global_step once per step in custom train_step overrides."
-            )
+                "trainer.global_step once per step in custom train_step overrides.")
         for action in self.train_actions:
             action(train_output)
         output = to_host(train_output)  # The one host sync of the loop.
@@ -366,12 +365,8 @@ class Controller:
         self._log(f" eval | step: {step: 6d} | recorded earlier | output: {format_output(logs)}")
         return logs
 
-    def evaluate_continuously(
-        self,
-        steps: int = -1,
-        timeout: float | None = None,
-        timeout_fn: Callable[[], bool] | None = None,
-    ) -> Logs:
+    def evaluate_continuously(self, steps: int = -1, timeout: float | None = None,
+                              timeout_fn: Callable[[], bool] | None = None) -> Logs:
         """Evaluates every new checkpoint as it appears (never a half-written one); one the
         trainer's ``max_to_keep`` deletes before it is read is skipped with a log line.
 

@@ -113,8 +113,6 @@ class RetinaNetTask(Task):
         self._huber = losses.Huber(delta=loss_cfg.huber_loss_delta, reduction="sum")
         self.coco_metric: metrics.COCOEvaluator | None = None
 
-    # ------------------------------------------------------------------ building
-
     def build_model(self) -> nn.Module:
         cfg = self.task_config.model
         backbone = build_pyramid_backbone(cfg.backbone, cfg.norm_activation)
@@ -148,8 +146,7 @@ class RetinaNetTask(Task):
                 "task.*_data.input_path to your COCO JSON or lower num_classes.")
         shapes = self.task_config.generated_data
         kwargs = {"num_train": shapes.num_train, "num_validation": shapes.num_validation,
-                  "image_size": shapes.image_size,
-                  "num_classes": num_classes,
+                  "image_size": shapes.image_size, "num_classes": num_classes,
                   "seed": shapes.seed, "max_objects": shapes.max_objects}
         root = shapes_dataset_root(data_root=shapes.data_dir or None, **kwargs)
         splits = generate_shapes_dataset(root, **kwargs)
@@ -173,14 +170,12 @@ class RetinaNetTask(Task):
                 or with the other split's categories.
         """
         model_cfg = self.task_config.model
-        output_size = tuple(model_cfg.input_size[:2])
-        parser = params.parser
         path = self._annotation_file(params)
         dataset = COCODetectionDataset(
-            path, params.image_dir or None, output_size=output_size,
+            path, params.image_dir or None, output_size=tuple(model_cfg.input_size[:2]),
             augmentation=self._augmentation(params), mean=self.task_config.image_mean,
             std=self.task_config.image_std,
-            skip_crowd=bool(params.is_training and parser.skip_crowd_during_training),
+            skip_crowd=bool(params.is_training and params.parser.skip_crowd_during_training),
             cache_images=params.cache)
         if dataset.num_classes != model_cfg.num_classes:
             raise ValueError(
@@ -219,8 +214,6 @@ class RetinaNetTask(Task):
                 per_category_metrics=self.task_config.per_category_metrics,
                 max_num_eval_detections=self.task_config.max_num_eval_detections)
         return [metrics.Mean(name=name) for name in _LOSS_NAMES]
-
-    # ------------------------------------------------------------------ losses
 
     def compute_losses(self, labels: dict[str, torch.Tensor], model_outputs: dict[str, Any],
                        aux_losses: Sequence[torch.Tensor] | None = None
@@ -273,8 +266,6 @@ class RetinaNetTask(Task):
             if metric.name in loss_values:
                 metric.update_state(loss_values[metric.name].detach())
 
-    # ------------------------------------------------------------------ steps
-
     def train_step(self, inputs: Any, model: nn.Module, optimizer: torch.optim.Optimizer,
                    metrics: Sequence[Any] | None = None) -> Logs:
         """Forward, `compute_losses`, backward, update; metrics are the loss means."""
@@ -302,8 +293,7 @@ class RetinaNetTask(Task):
         self._update_loss_metrics(metrics, loss_values)
         to_category = torch.tensor([0, *self._category_ids_or_default()],
                                    device=labels["classes"].device)
-        info = labels["image_info"]
-        resized, scale = info[:, 1], info[:, 2]
+        resized, scale = labels["image_info"][:, 1], labels["image_info"][:, 2]
         boxes = outputs["detection_boxes"]
         boxes = torch.minimum(boxes, torch.cat([resized, resized], dim=-1)[:, None, :])
         boxes = boxes / torch.cat([scale, scale], dim=-1)[:, None, :]
@@ -334,16 +324,13 @@ class RetinaNetTask(Task):
                 {key: labels[key][:count].cpu() for key in ("boxes", "num_detections")},
                 {key: outputs[key][:count].cpu() for key in
                  ("detection_boxes", "detection_scores", "detection_classes",
-                  "num_detections")},
-            )
+                  "num_detections")})
         return logs
 
     def _category_ids_or_default(self) -> list[int]:
         if self._category_ids is None:
             return list(range(1, self.task_config.model.num_classes + 1))
         return self._category_ids
-
-    # ------------------------------------------------------------------ python-side evaluation
 
     def aggregate_logs(self, state: Any = None, step_logs: Logs | None = None) -> Any:
         """Feeds ``coco_metric`` (reset on the first call) and collects drawn images.

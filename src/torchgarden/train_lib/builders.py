@@ -105,23 +105,16 @@ def create_trainer(
         if params.runtime.enable_xla and (step_fn is None or params.runtime.compile_eval):
             forward_model = torch.compile(eager_model, mode=params.runtime.compile_mode)
     return trainer_cls(
-        task=task,
-        model=model,
-        optimizer=optimizer,
+        task=task, model=model, optimizer=optimizer,
         train_data=build_inputs(task, params.task.train_data, runtime) if train else None,
         eval_data=build_eval_inputs(task, params.task.validation_data, runtime) if evaluate else None,
         train_metrics=task.build_metrics(training=True) if train else (),
         eval_metrics=build_eval_metrics(task, params.task.validation_data) if evaluate else (),
-        lr_schedule=schedule,
-        ema=ema,
-        step_fn=step_fn,
-        forward_model=forward_model,
-        plan=plan,
+        lr_schedule=schedule, ema=ema, step_fn=step_fn, forward_model=forward_model, plan=plan,
         checkpoint_items={**(getattr(model, "checkpoint_items", None) or {}), **items},
         **({"freeze": freeze} if freeze is not None else {}),
         checkpoint_exporter=maybe_create_best_ckpt_exporter(
-            params, model_dir if train or not model_dir else eval_dir(model_dir), runtime
-        ),
+            params, model_dir if train or not model_dir else eval_dir(model_dir), runtime),
         runtime=runtime,
     )
 
@@ -363,12 +356,8 @@ def build_ema(trainer_config: TrainerConfig, model: nn.Module) -> optim.Exponent
     if ema is None:
         return None
     return optim.ExponentialMovingAverage(
-        model,
-        average_decay=ema.average_decay,
-        start_step=ema.start_step,
-        dynamic_decay=ema.dynamic_decay,
-        trainable_weights_only=ema.trainable_weights_only,
-    )
+        model, average_decay=ema.average_decay, start_step=ema.start_step,
+        dynamic_decay=ema.dynamic_decay, trainable_weights_only=ema.trainable_weights_only)
 
 
 def maybe_create_best_ckpt_exporter(

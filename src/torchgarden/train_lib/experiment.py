@@ -58,10 +58,9 @@ def run_experiment(
     evaluator: Any = None,
 ) -> tuple[nn.Module, Logs]:
     """Runs ``mode`` (``torchgarden.modes.MODES``); returns ``(model, eval_logs)``, the
-    logs ``{}`` unless the mode or ``run_post_eval`` evaluates at the end.
-
-    It resumes the newest checkpoint that verifies (finite weights, same task and model),
-    or runs ``task.initialize``. Evaluation jobs write only under ``model_dir/eval/``.
+    logs ``{}`` unless the mode or ``run_post_eval`` evaluates at the end. It resumes the
+    newest checkpoint that verifies (finite weights, same task and model), or runs
+    ``task.initialize``. Evaluation jobs write only under ``model_dir/eval/``.
 
     Args:
         task: Default ``get_task(params.task)``, built once the lock is held.
@@ -100,8 +99,7 @@ def run_experiment(
                     run, params, mode=mode, save_summary=save_summary, callbacks=callbacks,
                     summary_manager=summary_manager, eval_summary_manager=eval_summary_manager,
                     train_actions=train_actions or (), eval_actions=eval_actions or ())
-                # Loop.
-                with run.signals_watched():
+                with run.signals_watched():  # Loop.
                     eval_logs = _run_mode(controller, run.trainer, params, mode)
             # Closed: loader workers, the checkpoint writer thread (and DCP's gloo group).
             eval_logs = _finish(controller, run.trainer, params, mode, eval_logs, run_post_eval)
