@@ -278,7 +278,7 @@ def _jpeg_pipeline(args: argparse.Namespace, size: int) -> dict[str, float]:
             "num_workers": args.workers, "pin_memory": args.device != "cpu"}
     params.override({
         "task": {"model": {"name": args.resnet_name, "num_classes": 10,
-                           "input_size": [3, size, size]},
+                           "input_size": [size, size, 3]},
                  "train_data": data, "validation_data": {**data, "is_training": False}},
         "trainer": {"steps_per_loop": args.steps},
         "runtime": {"device": args.device, "mixed_precision_dtype": "bfloat16"},

@@ -113,7 +113,7 @@ def test_a_resumed_run_says_which_settings_changed(capsys, trained, tmp_path):
     lines = [line for line in capsys.readouterr().out.splitlines() if "resuming" in line]
     assert lines == ["torchgarden: resuming ckpt-10 under settings changed since it was "
                      "written: task.train_data.global_batch_size: 32 -> 16; "
-                     "trainer.train_steps: 10 -> 15 (the model is the same; these apply from "
+                     "trainer.train_steps: 10 -> 15 (these apply from "
                      "here on)."]
 
 

@@ -70,7 +70,7 @@ def check_resume_compatible(
         print(f"torchgarden: resuming {os.path.basename(path)} under settings changed since "
               f"it was written: {'; '.join(changed[:6])}"
               + (f"; and {len(changed) - 6} more" if len(changed) > 6 else "")
-              + " (the model is the same; these apply from here on).", flush=True)
+              + " (these apply from here on).", flush=True)
 
 
 def _plain(data: Any) -> Any:
