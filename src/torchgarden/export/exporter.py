@@ -318,6 +318,8 @@ def export_model(
     target = os.fspath(output_dir) if output_dir is not None else default_output_dir(source)
     if output_dir is None and task_name is not None:
         target = os.path.join(target, task_name)
+    if output_dir is None:
+        _check_no_link(source.model_dir, target)
     _check_output(os.path.abspath(target), overwrite)
     serving = task.build_serving_module(model)
     metadata = {
@@ -331,6 +333,17 @@ def export_model(
                         formats=formats if explicit else fmt.FORMATS, metadata=metadata,
                         params_yaml=source.params.to_yaml(), overwrite=overwrite,
                         explicit_formats=explicit)
+
+
+def _check_no_link(model_dir: str, target: str) -> None:
+    """The default output stays inside ``model_dir``: no directory on the way is a link."""
+    path = model_dir
+    for part in os.path.relpath(target, model_dir).split(os.sep):
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            raise ExportError(f"{path} is a symbolic link (to {os.readlink(path)}); the default "
+                              "export stays inside the model_dir: remove the link, or name the "
+                              "directory to write with --output.")
 
 
 def _one_task(task: Any, model: torch.nn.Module, source: ExportSource, task_name: str | None

@@ -117,6 +117,8 @@ def _newest_verified(directory: str, name: str) -> str | None:
     warning and skipped (as a resumed run skips them)."""
     for _, candidate in reversed(layout.entries(directory, name)):
         try:
+            if (link := layout.link_problem(candidate)) is not None:
+                raise CheckpointError(link)
             layout.verify(candidate)
         except CheckpointError as e:
             _logger.warning("skipping checkpoint %s: %s", candidate, e)
