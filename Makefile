@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 MODEL_DIR ?= runs/image_classification
 
-.PHONY: install train test test-slow test-all lint bench
+.PHONY: install train test test-slow test-all lint bench gpu-check
 
 install:
 	@bash scripts/bootstrap.sh
@@ -26,3 +26,7 @@ lint: install
 bench:
 	@EXTRAS=dev,bench bash scripts/bootstrap.sh
 	OMP_WAIT_POLICY=PASSIVE $(PY) benchmarks/run_all.py
+
+# One GPU, <= 8 minutes: gpu tests, GPT-2 small and ResNet-50 against hand-written loops.
+gpu-check:
+	bash scripts/gpu_check.sh

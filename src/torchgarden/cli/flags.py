@@ -18,6 +18,7 @@ Example (a custom launch script):
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from torchgarden.modes import MODES
@@ -77,6 +78,18 @@ def parse_configuration(
     Raises:
         ConfigError / RegistryError: With a one-line message naming the problem.
     """
+    from torchgarden.config.notices import collect_notices
+
+    with collect_notices() as notes:
+        params = _build_params(flags, base_file)
+    for note in notes:  # Model Garden keys read differently: said once, before anything runs
+        print(f"torchgarden: note: {note}", file=sys.stderr)
+    if lock_return:
+        params.lock()
+    return params
+
+
+def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> ExperimentConfig:
     from torchgarden import registry
     from torchgarden.config import ConfigError, ExperimentConfig, load_yaml_file
 
@@ -106,7 +119,4 @@ def parse_configuration(
     for text in overrides:
         if text:
             params.override(text)
-    params.validate()
-    if lock_return:
-        params.lock()
-    return params
+    return params.validate()

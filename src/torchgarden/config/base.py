@@ -13,6 +13,7 @@ from torchgarden.config import _classes
 from torchgarden.config._classes import TYPE_KEY, check_class_name, key_of, show
 from torchgarden.config._types import coerce, export, field_types
 from torchgarden.config.errors import ConfigError, ConfigKeyError, ConfigTypeError
+from torchgarden.config.notices import ModelGardenKey
 from torchgarden.config.overrides import dump_yaml, load_yaml_file, parse_override
 from torchgarden.config.restrictions import check_restriction
 from torchgarden.utils.files import atomic_write_text
@@ -38,6 +39,8 @@ class Config:
     Class attributes:
         RESTRICTIONS: Relations such as `'trainer.train_steps > 0'` checked by
             `validate()`, with keys relative to this config. Defaults to [].
+        MODEL_GARDEN_KEYS: Model Garden keys this config maps to its own fields or
+            ignores, each leaving a notice (`torchgarden.config.notices`). Defaults to {}.
 
     Example:
         >>> @dataclasses.dataclass
@@ -49,6 +52,7 @@ class Config:
     """
 
     RESTRICTIONS: ClassVar[list[str]] = []
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {}
     _path_prefix: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -155,6 +159,7 @@ class Config:
         type_key = _join(prefix, TYPE_KEY)
         if type_name is not None:
             check_class_name(type_name, type_key)
+        data = self._read_model_garden_keys(data, prefix)
         if type_name is not None and type_name != key_of(type(self)):
             raise ConfigError(
                 f"{type_key}: cannot turn a {type(self).__name__} into {type_name!r} in place; "
@@ -167,6 +172,23 @@ class Config:
             elif strict:
                 valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
                 raise _unknown_key(key, names, prefix, valid)
+
+    def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """`data` with this class' Model Garden keys mapped or dropped (each noticed)."""
+        table = type(self).MODEL_GARDEN_KEYS
+        if not any(key in table for key in data):
+            return data
+        rewritten: dict[str, Any] = {}
+        for key, value in data.items():
+            spec = table.get(key)
+            pair = (key, value) if spec is None else spec.rewrite(key, value, path=_join(prefix, key))
+            if pair is None:
+                continue
+            if pair[0] != key and (_sets(data, pair[0]) or _sets(rewritten, pair[0])):
+                raise ConfigError(f"{_join(prefix, key)} and {_join(prefix, pair[0])} set the "
+                                  "same field; keep one of them", key=_join(prefix, key))
+            rewritten[pair[0]] = pair[1]
+        return _nest_dotted(rewritten, prefix)
 
     # --------------------------------------------------------------- copy & lock
     def lock(self) -> Self:
@@ -318,6 +340,14 @@ def _unknown_key(key: str, names: Iterable[str], prefix: str, fallback: str = ""
     """The error for `key` under `prefix`: the closest of `names`, else `fallback`."""
     hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or fallback
     return ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}", key=_join(prefix, key))
+
+
+def _sets(data: Mapping[str, Any], dotted: str) -> bool:
+    """Whether `data` (nested or with dotted keys) gives a value for the key `dotted`."""
+    if dotted in data:
+        return True
+    head, _, rest = dotted.partition(".")
+    return bool(rest) and isinstance(data.get(head), Mapping) and _sets(data[head], rest)
 
 
 def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from collections.abc import Mapping
+from typing import ClassVar
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.errors import choose as _choose
 from torchgarden.config.errors import require as _require
+from torchgarden.config.notices import ModelGardenKey, ignored
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -25,8 +28,36 @@ _field = dataclasses.field
 class DataConfig(Config):
     """Where the data comes from and how batches are formed."""
 
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "enable_tf_data_service": ignored("tf.data service is TensorFlow's; DataLoader workers "
+                                          "(num_workers) do the input work here"),
+        "tf_data_service_address": ignored("tf.data service is TensorFlow's"),
+        "tf_data_service_job_name": ignored("tf.data service is TensorFlow's"),
+        "enable_shared_tf_data_service_between_parallel_trainers": ignored(
+            "tf.data service is TensorFlow's"),
+        "apply_tf_data_service_before_batching": ignored("tf.data service is TensorFlow's"),
+        "trainer_id": ignored("names a trainer sharing a tf.data service; there is none here"),
+        "ram_budget": ignored("a tf.data service RAM budget; there is no tf.data service here"),
+        "autotune_algorithm": ignored("tf.data AUTOTUNE's algorithm; DataLoader does not autotune"),
+        "tfds_as_supervised": ignored("the task's decoder reads the features it needs by name"),
+        "tfds_skip_decoding_feature": ignored(
+            "features are decoded by the task's parser, only those it reads"),
+    }
+
     input_path: str | list[str] = ""
-    """File path(s) or pattern(s); a string may list several, comma-separated."""
+    """File path(s) or pattern(s); a string may list several, comma-separated (Model Garden's
+    meaning: globs and comma lists of shards for ``source: tfrecord``)."""
+    tfds_name: str = ""
+    """A TensorFlow Datasets name (``imagenet2012``, ``coco/2017``) already prepared on disk
+    under `tfds_data_dir`; nothing is downloaded. Excludes `input_path`."""
+    tfds_split: str = ""
+    """The TFDS split to read (``train``, ``validation``); required with `tfds_name`."""
+    tfds_data_dir: str = ""
+    """Folder holding prepared TFDS datasets (``<dir>/<name>/<version>/``); empty =
+    ``$TFDS_DATA_DIR`` or ``~/tensorflow_datasets``, as in TFDS."""
+    file_type: str = "tfrecord"
+    """Record format of `input_path` files for ``source: tfrecord``: ``tfrecord`` (Model
+    Garden's default; uncompressed TFRecord)."""
     global_batch_size: int = 0
     """Batch size summed over all processes; each rank gets an equal share."""
     is_training: bool | None = None
@@ -34,11 +65,22 @@ class DataConfig(Config):
     drop_remainder: bool = True
     """Drop the last incomplete batch."""
     shuffle_buffer_size: int = 100
-    """Kept for parity with Model Garden; PyTorch shuffles whole epochs."""
+    """Records in the shuffle buffer of a streamed source (``tfrecord``), as tf.data's
+    ``shuffle``; indexed sources shuffle whole epochs."""
     shuffle: bool | None = None
     """Shuffle each epoch; None follows `is_training`."""
     cache: bool = False
     """Keep decoded examples in memory after the first epoch."""
+    cycle_length: int | None = None
+    """Files read at once, interleaved, by a streamed source (``tfrecord``), as tf.data's
+    ``interleave``; None reads as many as there are files in each worker's share (tf.data
+    uses the CPU count; the set of records is the same, their order differs)."""
+    block_length: int = 1
+    """Consecutive records taken from each interleaved file before moving to the next."""
+    skip_bad_records: bool = False
+    """For ``tfrecord``: skip a record whose CRC or framing is bad and count it
+    (``data/skipped_records`` in the metrics) instead of stopping with the file and offset.
+    A torchgarden addition; Model Garden stops."""
     seed: int | None = None
     """Seed of the shuffling order; None derives it from the runtime seed."""
     deterministic: bool | None = None
@@ -53,6 +95,10 @@ class DataConfig(Config):
     """Keep workers alive between epochs; needs `num_workers > 0`."""
     prefetch_factor: int | None = None
     """Batches loaded ahead per worker; needs `num_workers > 0`; None uses PyTorch's default."""
+    prefetch_buffer_size: int | None = None
+    """Model Garden's prefetch depth in batches, in total: with workers, each prefetches
+    ``ceil(prefetch_buffer_size / num_workers)`` (unless `prefetch_factor` is set); without
+    workers nothing is loaded ahead. None: PyTorch's default."""
 
     def check(self) -> None:
         """Checks batch size and DataLoader worker settings."""
@@ -60,6 +106,22 @@ class DataConfig(Config):
         _require(self, "num_workers", self.num_workers >= 0, ">= 0")
         prefetch = self.prefetch_factor
         _require(self, "prefetch_factor", prefetch is None or prefetch > 0, "> 0 or None")
+        buffer = self.prefetch_buffer_size
+        _require(self, "prefetch_buffer_size", buffer is None or buffer > 0, "> 0 or None")
+        cycle = self.cycle_length
+        _require(self, "cycle_length", cycle is None or cycle > 0, "> 0 or None")
+        _require(self, "block_length", self.block_length > 0, "> 0")
+        _require(self, "shuffle_buffer_size", self.shuffle_buffer_size > 0, "> 0")
+        _choose(self, "file_type", ("tfrecord",), {"tfrecords": "tfrecord", "tf_record": "tfrecord"})
+        if self.tfds_name and self.input_path:
+            raise ConfigError(
+                f"{self.field_path('tfds_name')} and {self.field_path('input_path')} both name "
+                "the data; keep one of them", key=self.field_path("tfds_name"))
+        if self.tfds_name and not self.tfds_split:
+            raise ConfigError(
+                f"{self.field_path('tfds_split')} is required with "
+                f"{self.field_path('tfds_name')}; set e.g. tfds_split=train",
+                key=self.field_path("tfds_split"))
         if self.num_workers == 0 and (self.persistent_workers or self.prefetch_factor is not None):
             option = "persistent_workers" if self.persistent_workers else "prefetch_factor"
             raise ConfigError(

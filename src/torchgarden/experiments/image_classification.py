@@ -33,9 +33,9 @@ from torchgarden.config import (
 )
 from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments._sources import check_source
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
-from torchgarden.utils.suggest import did_you_mean
 
 __all__ = [
     "ImageClassificationDataConfig",
@@ -44,7 +44,7 @@ __all__ = [
     "image_classification",
 ]
 
-_SOURCES = ("digits", "npz", "folder", "datasets", "webdataset")
+_SOURCES = ("digits", "npz", "folder", "datasets", "webdataset", "tfrecord")
 _ARCHITECTURES = ("mlp", "cnn")
 
 
@@ -54,8 +54,9 @@ class ImageClassificationDataConfig(DataConfig):
 
     source: str = "digits"
     """``digits`` (scikit-learn's bundled 8×8 digits), ``npz``, ``folder``, ``datasets``
-    (a Hugging Face dataset saved with ``save_to_disk``) or ``webdataset`` (``.tar``
-    shards, read as a stream)."""
+    (a Hugging Face dataset saved with ``save_to_disk``), ``webdataset`` (``.tar``
+    shards, read as a stream) or ``tfrecord`` (TFRecord shards of ``tf.train.Example`` in
+    Model Garden's schema, or a prepared TFDS dataset via ``tfds_name``; docs/data.md)."""
     split: str = ""
     """For ``digits``: ``train`` or ``validation``; empty = from ``is_training``."""
     x_key: str = "x"
@@ -71,19 +72,11 @@ class ImageClassificationDataConfig(DataConfig):
 
     def check(self) -> None:
         super().check()
-        if self.source not in _SOURCES:
-            raise ConfigError(
-                f"{self.field_path('source')} must be one of {', '.join(_SOURCES)}, got "
-                f"'{self.source}'{did_you_mean(self.source, _SOURCES, style='clause')}"
-            )
+        check_source(self, self.source, _SOURCES, generated="digits")
         if self.streaming and self.source != "datasets":
             raise ConfigError(
                 f"{self.field_path('streaming')} applies to source 'datasets' only "
                 f"(source is '{self.source}'); unset it."
-            )
-        if self.source not in ("digits",) and not self.input_path:
-            raise ConfigError(
-                f"{self.field_path('input_path')} is required when source is '{self.source}'."
             )
 
 

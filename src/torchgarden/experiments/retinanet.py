@@ -29,6 +29,7 @@ from torchgarden.config import (
 )
 from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments._sources import auto_source, check_source
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.experiments.semantic_segmentation import GeneratedShapesConfig
 from torchgarden.registry import register_experiment
@@ -50,6 +51,11 @@ class RetinaNetDataConfig(DataConfig):
     An empty ``input_path`` reads the generated shapes split (``task.generated_data``).
     """
 
+    source: str = ""
+    """``coco`` (a COCO JSON in ``input_path`` and its images), ``tfrecord`` (TFRecord shards
+    of ``tf.train.Example`` in Model Garden's detection schema, or ``tfds_name``), ``shapes``
+    (the generated shapes data, ``task.generated_data``); empty = ``shapes`` without an
+    ``input_path``, ``coco`` with a ``.json`` one. Defaults to ""."""
     image_dir: str = ""
     """Folder the JSON's ``file_name`` entries are relative to; empty = the ``images``
     folder beside ``input_path``. Defaults to ""."""
@@ -63,9 +69,15 @@ class RetinaNetDataConfig(DataConfig):
     color_jitter: float = 0.0
     """Strength of random brightness, contrast and saturation changes. Defaults to 0.0."""
 
+    def resolved_source(self) -> str:
+        """`source`, or the one an empty `source` means for this `input_path`."""
+        return self.source or auto_source(self, "coco", ".json")
+
     def check(self) -> None:
         super().check()
-        if isinstance(self.input_path, list) and len(self.input_path) > 1:
+        source = self.resolved_source()
+        check_source(self, source, ("coco", "tfrecord", "shapes"), generated="shapes")
+        if source == "coco" and isinstance(self.input_path, list) and len(self.input_path) > 1:
             key = self.field_path("input_path")
             raise ConfigError(f"{key} names one COCO JSON file, received "
                               f"{len(self.input_path)} paths", key=key)

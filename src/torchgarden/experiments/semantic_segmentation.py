@@ -30,6 +30,7 @@ from torchgarden.config import (
 )
 from torchgarden.config.errors import ConfigError
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments._sources import auto_source, check_source
 from torchgarden.experiments.library_model import LibraryModelConfig
 from torchgarden.registry import register_experiment
 
@@ -48,6 +49,11 @@ _SPLITS = ("train", "validation")
 class SegmentationDataConfig(DataConfig):
     """Image/mask folders and the augmentation applied to them."""
 
+    source: str = ""
+    """``folder`` (``input_path`` holds `image_subdir`/ and `mask_subdir`/), ``tfrecord``
+    (TFRecord shards of ``tf.train.Example`` in Model Garden's segmentation schema, or
+    ``tfds_name``), ``shapes`` (the generated shapes data, ``task.generated_data``); empty =
+    ``shapes`` without an ``input_path``, ``folder`` with one. Defaults to ""."""
     split: str = ""
     """For generated data: ``train`` or ``validation``; empty = from ``is_training``.
     Defaults to ""."""
@@ -72,8 +78,14 @@ class SegmentationDataConfig(DataConfig):
     (augmentation still runs every step); False reads and checks lazily per
     example. Defaults to True."""
 
+    def resolved_source(self) -> str:
+        """`source`, or the one an empty `source` means for this `input_path`."""
+        return self.source or auto_source(self, "folder", "")
+
     def check(self) -> None:
         super().check()
+        check_source(self, self.resolved_source(), ("folder", "tfrecord", "shapes"),
+                     generated="shapes")
         if self.split and self.split not in _SPLITS:
             key = self.field_path("split")
             raise ConfigError(
