@@ -80,7 +80,9 @@ class DataConfig(Config):
     skip_bad_records: bool = False
     """For ``tfrecord``: skip a record whose CRC or framing is bad and count it
     (``data/skipped_records`` in the metrics) instead of stopping with the file and offset.
-    A torchgarden addition; Model Garden stops."""
+    For ``webdataset``: skip the rest of a tar shard that is missing, truncated or corrupt
+    when it is reached, with one warning naming it and the examples it gave, instead of
+    stopping with one line naming it. A torchgarden addition; Model Garden stops."""
     seed: int | None = None
     """Seed of the shuffling order; None derives it from the runtime seed."""
     deterministic: bool | None = None

@@ -137,16 +137,21 @@ class ImageClassificationTask(Task):
         paths = validation.expand_input_paths(params.input_path, f"task.{split}.input_path")
         columns = hf.ColumnBatch(params.x_key, params.y_key, self.task_config.model.input_size)
         if params.source == "webdataset":
-            stream = hf.stream_webdataset(paths)
+            stream = hf.stream_webdataset(paths, skip_bad=params.skip_bad_records)
         elif params.streaming:
             stream = hf.stream_arrow(paths[0])
         else:
             dataset = hf.ArrowColumns(hf.load_arrow(paths[0]), columns)
             self._checked(*(t.unsqueeze(0) for t in dataset[0]), paths[0])
-            return data.build_dataloader(dataset, params, input_context=input_context)
+            loader = data.build_dataloader(dataset, params, input_context=input_context)
+            loader.data_fingerprint = f"{paths[0]}@{dataset.data_fingerprint}"
+            return loader
         self._checked(*columns([next(iter(stream))]), paths[0])
-        return data.build_dataloader(stream, params, input_context=input_context,
-                                     collate_fn=columns)
+        loader = data.build_dataloader(stream, params, input_context=input_context,
+                                       collate_fn=columns)
+        if hasattr(stream, "data_fingerprint"):  # Resumed only on the same data (DataIterator).
+            loader.data_fingerprint = f"{paths[0]}@{stream.data_fingerprint}"
+        return loader
 
     def build_losses(
         self, labels: torch.Tensor, model_outputs: torch.Tensor,
