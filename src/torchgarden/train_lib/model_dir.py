@@ -80,12 +80,13 @@ def check_model_dir(
     _check_path(model_dir)
     cfg = params.trainer
     if training:
-        files = ("params.yaml", _METRICS_FILE, _LOCK_FILE)
+        files, written = ("params.yaml",), ("params.yaml", _METRICS_FILE, _LOCK_FILE)
         dirs = ("train", cfg.validation_summary_subdir, cfg.best_checkpoint_export_subdir)
     else:
-        files = tuple(os.path.join(EVAL_SUBDIR, name) for name in (_METRICS_FILE, _LOCK_FILE))
+        files = ()
+        written = tuple(os.path.join(EVAL_SUBDIR, name) for name in (_METRICS_FILE, _LOCK_FILE))
         dirs = (EVAL_SUBDIR,)
-    for name in (*files, *dirs):
+    for name in (*written, *dirs):
         path = os.path.join(model_dir, name) if name else ""
         if path and os.path.islink(path):
             # Writing through it would write (or truncate) whatever it points at.
