@@ -20,7 +20,8 @@ Contenders (like is compared with like: each pair differs in one thing only):
        flushed and the same optimizer kernel as (b) ("matched"); or everything at
        Lightning's and torch's defaults (a DataLoader, denormals kept).
   (e)  ``torchgarden_compiled``: (b) with ``runtime.enable_xla=True``: K whole steps per
-       ``torch.compile`` call (``runtime.steps_per_graph``, automatic by default);
+       ``torch.compile`` call (``runtime.steps_per_graph``, 10 by default: what a run long
+       enough to pay back the unrolled compile gets automatically);
        compile time is excluded by a warm-up of ``COMPILE_WARMUP_STEPS`` steps.
   (h)  ``hand_written_compiled``: the whole step written by hand as one
        ``torch.compile(fullgraph=True)`` graph (``torch.func.grad_and_value`` and torch's
@@ -291,10 +292,10 @@ def torchgarden_defaults(
 
 def torchgarden_compiled(
     workload: Workload, device: str = "cpu", mode: str | None = None,
-    steps_per_graph: int | None = None,
+    steps_per_graph: int = 10,
 ) -> Contender:
     """(e) (b) with ``runtime.enable_xla`` (``steps_per_graph``: K steps per compiled
-    call, None: automatic); the first ``COMPILE_WARMUP_STEPS`` steps (compilation, the
+    call); the first ``COMPILE_WARMUP_STEPS`` steps (compilation, the
     eager first call) are not timed. ``mode="reduce-overhead"`` adds CUDA graphs."""
 
     def run(num_steps: int) -> Timing:

@@ -1,10 +1,16 @@
-"""Start-up costs: ``--help``, import time, time to first step, checkpoint stall.
+"""Start-up costs: ``--help``, import time, time to first step, whole commands, checkpoint stall.
 
 * ``torchgarden --help`` wall time (a fresh process each time).
 * ``import torchgarden`` versus ``import torch`` (fresh processes, interleaved).
 * Time to first step: process start until the first optimizer step has run, for a
   hand-written loop and for torchgarden's API on the toy experiment (imports of the
   optimizer and everything else included).
+* Whole commands against ``python -c "import torch"`` (issue 24; fresh processes, after a
+  warm-up, in a new random order each round): a 1-step ``train`` of the default experiment
+  (a new model_dir each time), ``eval`` of a trained run, ``export --format pt2`` and
+  ``predict`` of that export; and a compiled (``runtime.enable_xla``) run restarted from its
+  checkpoint for 20 more steps with an empty Inductor disk cache (a new machine), with and
+  without the ``compile_cache.bin`` its model_dir keeps.
 * Checkpoint stall: how long ``CheckpointManager.save()`` blocks training for a
   ~67 MB state, synchronous versus ``enable_async=True`` (which only copies to host
   memory before returning; the write finishes in a background thread).
@@ -20,11 +26,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import _common
 
@@ -85,10 +94,62 @@ def _interleaved(commands: dict[str, list[str]], repeats: int, until: str | None
     times: dict[str, list[float]] = {name: [] for name in commands}
     for command in commands.values():  # Warm the file cache once.
         _wall(command, until=until)
+    order = list(commands)
     for _ in range(repeats):
-        for name, command in commands.items():
-            times[name].append(_wall(command, until=until))
+        random.shuffle(order)  # A slow moment of the machine hits a different contender.
+        for name in order:
+            times[name].append(_wall(commands[name], until=until))
     return {name: _common.median(values) for name, values in times.items()}
+
+
+def _fresh(command: list[str], root: str, prepare: Callable[[str], None] | None = None
+           ) -> list[str]:
+    """``command`` run by a shell that first gives it a new directory ``$D`` (made by
+    ``prepare``'s shell line when given) and an empty Inductor cache ``$I``."""
+    line = " ".join(f'"{part}"' if "$" in part else shlex.quote(part) for part in command)
+    setup = prepare(root) if prepare else ""
+    return ["bash", "-c", f'D=$(mktemp -d -p {root}); I=$(mktemp -d -p {root}); {setup} '
+                          f'TORCHINDUCTOR_CACHE_DIR=$I {line}']
+
+
+def _whole_commands(python: str, cli: str, repeats: int) -> dict[str, float]:
+    """Medians of whole commands a user runs, each against ``import torch``."""
+    root = tempfile.mkdtemp(prefix="tg-bench-startup-")
+    trained, compiled = os.path.join(root, "trained"), os.path.join(root, "compiled")
+    train = [cli, "train", "--experiment", "image_classification", "--mode", "train"]
+    subprocess.run([*train, "--model_dir", trained, "--params_override",
+                    "trainer.train_steps=100"], check=True, capture_output=True)
+    subprocess.run([cli, "export", "--model_dir", trained, "--format", "pt2"], check=True,
+                   capture_output=True)
+    export = os.path.join(trained, "exports", "ckpt-100")
+    image = os.path.join(root, "digit.png")
+    subprocess.run([python, "-c", "from PIL import Image; import numpy as np; Image.fromarray("
+                    f"np.zeros((8, 8), np.uint8)).save({image!r})"], check=True)
+    compile_override = ("runtime.enable_xla=true,trainer.steps_per_loop=20,"
+                        "trainer.checkpoint_interval=20,trainer.train_steps=")
+    subprocess.run([*train, "--model_dir", compiled, "--params_override",
+                    f"{compile_override}20"], check=True, capture_output=True)
+    copy = f"cp -r {shlex.quote(compiled)}/. $D/;"
+    try:
+        return _interleaved({
+            "import torch": [python, "-c", "import torch"],
+            "train, 1 step (default experiment)": _fresh(
+                [*train, "--model_dir", "$D/run", "--params_override",
+                 "trainer.train_steps=1"], root),
+            "eval of a trained run": [cli, "eval", "--model_dir", trained],
+            "export --format pt2": _fresh(
+                [cli, "export", "--model_dir", trained, "--format", "pt2", "--output",
+                 "$D/export"], root),
+            "predict with an export": [cli, "predict", "--export", export, image],
+            "compiled restart, compile_cache.bin": _fresh(
+                [*train, "--model_dir", "$D", "--params_override", f"{compile_override}40"],
+                root, lambda _: copy),
+            "compiled restart, no compile_cache.bin": _fresh(
+                [*train, "--model_dir", "$D", "--params_override", f"{compile_override}40"],
+                root, lambda _: f"{copy} rm -f $D/compile_cache.bin;"),
+        }, repeats)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _checkpoint_stall(repeats: int) -> dict[str, float]:
@@ -129,7 +190,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     """Runs every measurement and prints a table; returns the medians in seconds."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=0, help="of the random order")
     args = parser.parse_args(argv)
+    random.seed(args.seed)
     _common.setup_threads()
     _common.print_header("start-up: --help, imports, first step, checkpoint stall", "startup.py", argv)
     python = _python()
@@ -159,6 +222,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         args.repeats,
         until="first-step-done",
     )
+    commands = _whole_commands(python, cli if os.path.exists(cli) else "torchgarden",
+                               args.repeats)
     stall = _checkpoint_stall(args.repeats)
 
     over_torch = imports["import torchgarden + training API"] - imports["import torch"]
@@ -172,6 +237,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                  f"target <= +{IMPORT_TARGET_S}"))
     rows += [(name, f"{value:.3f}", "process start -> step done")
              for name, value in first_step.items()]
+    torch_s = commands["import torch"]
+    rows += [(name, f"{value:.3f}", "" if name == "import torch" else
+              f"import torch {value - torch_s:+.2f} s ({value / torch_s:.2f}x)")
+             for name, value in commands.items()]
     rows += [
         (f"checkpoint save() call, sync, {stall['megabytes']:.0f} MB", f"{stall['sync']:.3f}",
          "blocks training"),
@@ -182,7 +251,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print()
     print(f"median of {args.repeats} runs, seconds:")
     _common.print_table(["measurement", "seconds", "note"], rows)
-    return {**imports, **first_step, **{f"checkpoint {k}": v for k, v in stall.items()}}
+    return {**imports, **first_step, **commands,
+            **{f"checkpoint {k}": v for k, v in stall.items()}}
 
 
 if __name__ == "__main__":

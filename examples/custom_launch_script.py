@@ -27,3 +27,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     print(main())
+    tg.distribute.exit_worker(0)  # Under torchrun: flush, then os._exit (docs/distributed.md).

@@ -36,6 +36,7 @@ from torchgarden.registry import (
     register_task,
 )
 from torchgarden.utils.lazy import lazy_names
+from torchgarden.utils.moved import moved_name_error
 
 if TYPE_CHECKING:  # Loaded on first access (these modules import torch).
     from torchgarden.cli.flags import define_flags, parse_configuration
@@ -82,6 +83,9 @@ def __getattr__(name: str) -> Any:
         value = importlib.import_module(f"torchgarden.{name}")
         globals()[name] = value
         return value
+    moved = moved_name_error(__name__, name)  # Old names say where they went.
+    if moved is not None:
+        raise moved
     return _load_name(name)
 
 

@@ -4,7 +4,9 @@ written, in order, in a fresh directory, through the installed ``torchgarden`` c
 Each marked ```bash block is one sequence. Its commands run one by one (a ``\\`` line
 continues the command; ``cd`` changes the directory for the next ones); each must exit 0,
 unless the line ends with ``# exit N``. The directory holds what a reader would have at
-hand: the README's Python example saved as ``my_project.py`` and a copy of ``examples/``.
+hand: the README's Python example saved where the README says (``runs/readme/``) and a
+copy of ``examples/``. Afterwards nothing new is there outside ``runs/``: following the docs
+writes nothing into the repository itself.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ def test_the_readme_and_the_docs_mark_their_sequences():
 @pytest.mark.parametrize("name,commands", SEQUENCES, ids=[name for name, _ in SEQUENCES])
 def test_a_documented_sequence_runs_as_written(name, commands, tmp_path):
     readme = (ROOT / "README.md").read_text()
-    (tmp_path / "my_project.py").write_text(re.findall(r"```python\n(.*?)```", readme, re.S)[0])
+    script = tmp_path / re.search(r"Save it as `([^`]+)`", readme).group(1)
+    script.parent.mkdir(parents=True)
+    script.write_text(re.findall(r"```python\n(.*?)```", readme, re.S)[0])
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    examples = sorted(p.relative_to(tmp_path) for p in (tmp_path / "examples").rglob("*"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TG_FAULT")}
     env.update(PATH=f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
                OMP_NUM_THREADS="1")
@@ -75,3 +80,7 @@ def test_a_documented_sequence_runs_as_written(name, commands, tmp_path):
         if code:
             lines = result.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("torchgarden: error: "), result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["examples", "runs"], os.listdir(tmp_path)
+    after = sorted(p.relative_to(tmp_path) for p in (tmp_path / "examples").rglob("*")
+                   if "__pycache__" not in p.parts)
+    assert after == [p for p in examples if "__pycache__" not in p.parts], name

@@ -17,20 +17,39 @@ README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 def project(tmp_path_factory) -> pathlib.Path:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert blocks, "README has no python block"
-    path = tmp_path_factory.mktemp("readme") / "my_project.py"
+    saved_as = re.search(r"Save it as `([^`]+)`", README.read_text()).group(1)
+    assert saved_as.startswith("runs/"), "the README's example must be saved under runs/"
+    path = tmp_path_factory.mktemp("readme") / saved_as
+    path.parent.mkdir(parents=True)
     path.write_text(blocks[0])
     return path
 
 
+def root_of(project: pathlib.Path) -> pathlib.Path:
+    """The directory the README runs its commands from (the repository root)."""
+    return project.parents[2]
+
+
 def test_readme_quick_start_trains_to_a_useful_accuracy(project):
     out = subprocess.run(
-        [sys.executable, str(project)], cwd=project.parent, capture_output=True, text=True,
-        timeout=300,
+        [sys.executable, str(project.relative_to(root_of(project)))], cwd=root_of(project),
+        capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     accuracy = float(out.stdout.strip().splitlines()[-1])
     assert accuracy > 0.9
-    assert (project.parent / "runs" / "mine" / "ckpt-1000" / "meta.json").is_file()
+    assert (project.parent / "mine" / "ckpt-1000" / "meta.json").is_file()
+    assert sorted(os.listdir(root_of(project))) == ["runs"]
+
+
+def test_readme_example_is_ruff_clean(project):
+    ruff = pathlib.Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff is not installed (pip install -e '.[dev]')")
+    config = README.parent / "pyproject.toml"
+    out = subprocess.run([str(ruff), "check", "--no-cache", "--config", str(config),
+                          str(project)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
 
 
 def test_the_cli_resumes_and_evaluates_the_scripts_run(project, capsys):
@@ -39,9 +58,9 @@ def test_the_cli_resumes_and_evaluates_the_scripts_run(project, capsys):
     times), and `torchgarden eval` reads the run's params.yaml."""
     from torchgarden.cli.main import main
 
-    model_dir = project.parent / "runs" / "mine"
+    model_dir = project.parent / "mine"
     if not (model_dir / "ckpt-1000").is_dir():
-        subprocess.run([sys.executable, str(project)], cwd=project.parent, check=True,
+        subprocess.run([sys.executable, str(project)], cwd=root_of(project), check=True,
                        capture_output=True, timeout=300)
     assert "_type: my_project.MyTaskConfig" in (model_dir / "params.yaml").read_text()
     capsys.readouterr()

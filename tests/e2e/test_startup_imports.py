@@ -40,3 +40,27 @@ def test_a_default_one_step_run_imports_only_what_it_uses(tmp_path):
              if m == banned or m.startswith(banned + ".")]
     assert not found, f"a default run imported {sorted({m.split('.')[0] for m in found})}: {found[:8]}"
     assert "torchgarden.tasks.image_classification" in modules  # (The probe ran the run.)
+
+
+def test_the_first_loop_reports_where_the_start_up_went(tmp_path):
+    """Compiled: the first step is eager (the optimizer makes its state), the graph's first
+    call comes in the second loop, so that loop's line reports the start-up, compile too."""
+    model_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "torchgarden", "train", "--experiment", "image_classification",
+         "--mode", "train", "--model_dir", str(model_dir), "--params_override",
+         "trainer.train_steps=6,trainer.steps_per_loop=2,trainer.summary_interval=2,"
+         "runtime.enable_xla=true,runtime.steps_per_graph=2"],
+        capture_output=True, text=True, timeout=300, check=True)
+    lines = [line for line in done.stdout.splitlines() if "start-up: " in line]
+    assert len(lines) == 1 and "step:      4" in lines[0], done.stdout
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    reported = [r for r in records if "startup/seconds" in r]
+    assert [r["step"] for r in reported] == [4]  # once per process, with that loop's summary
+    parts = {k: v for k, v in reported[0].items() if k.startswith("startup/")}
+    total = parts.pop("startup/seconds")
+    assert set(parts) == {f"startup/{p}" for p in
+                          ("imports", "data", "model", "restore", "compile", "other")}
+    assert all(v >= 0 for v in parts.values()) and parts["startup/compile"] > 0
+    assert abs(total - sum(parts.values())) < 1e-6
+    assert f"start-up: {total:.1f} s" in lines[0]

@@ -31,3 +31,13 @@ def test_every_example_is_linked_and_every_link_exists(examples_dir):
         assert (examples_dir / target).exists(), target
     examples = {p.name for p in examples_dir.glob("*.py")}
     assert examples <= linked
+
+
+def test_the_launch_script_said_to_run_under_torchrun_ends_with_exit_worker(examples_dir):
+    doc = (examples_dir.parent / "docs" / "porting_from_model_garden.md").read_text()
+    section = doc[doc.index("### 2.3 The launch script"):doc.index("### 2.4")]
+    assert "runs under `torchrun" in section
+    excerpt = re.findall(r"```python\n(.*?)```", section, flags=re.S)[0]
+    script = (examples_dir / "custom_launch_script.py").read_text()
+    for text in (excerpt, script):
+        assert text.rstrip().splitlines()[-1].strip().startswith("tg.distribute.exit_worker(0)")

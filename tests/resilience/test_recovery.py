@@ -295,6 +295,7 @@ def test_a_bad_batch_inside_a_multi_step_call_is_found_at_its_step(tmp_path, cap
     data = bad_batch_npz(tmp_path, bad_example=29)
     model_dir = str(tmp_path / "run")
     extra = f",trainer.recovery_max_trials=2,runtime.enable_xla={str(compiled).lower()}"
+    extra += ",runtime.steps_per_graph=5" if compiled else ""
     with caplog.at_level(logging.WARNING, logger="torchgarden"):
         code = run_in_process(digits_args(model_dir, data, extra))
     assert code == 0

@@ -128,6 +128,17 @@ def enospc_at_the_second_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_direct, "save_hashed", save_hashed)
 
 
+def enospc_at_the_second_best_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_save = _direct.save_hashed
+
+    def save_hashed(state, path):
+        if "best_ckpt-10" in str(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real_save(state, path)
+
+    monkeypatch.setattr(_direct, "save_hashed", save_hashed)
+
+
 def only_ckpt_5(model_dir: str, _tmp: str) -> None:
     assert sorted(n for n in os.listdir(model_dir) if "ckpt" in n) == ["ckpt-5"]
     CheckpointManager.verify(os.path.join(model_dir, "ckpt-5"))
@@ -197,7 +208,9 @@ CASES = [
          ("ckpt-10", "missing keys (4): '0.weight'", "unexpected keys (2): 'weight'",
           "new model_dir", "task.init_checkpoint="), "trained"),
     Case("checkpoint_of_another_model", lambda d, t: toy(d),
-         ("missing keys", "'weight'", "unexpected keys", "'0.weight'"), "trained",
+         ("missing keys", "'weight'", "unexpected keys", "'0.weight'",
+          "--params_override on the command line, params.task.init_checkpoint in Python"),
+         "trained",
          setup=foreign_checkpoint),
     Case("checkpoint_from_a_newer_format", lambda d, t: toy(d),
          ("newer torchgarden", "format 99", "upgrade"), "trained", setup=edit_meta(format_version=99)),
@@ -230,6 +243,12 @@ CASES = [
          ("could not write checkpoint ckpt-10", "torch.save failed", "MiB free",
           "free space", "resume from ckpt-5"), "trains",
          patch=disk_full_at_the_second_checkpoint, check=only_ckpt_5),
+    Case("disk_full_while_saving_the_best_export",
+         lambda d, t: [*DIGITS[:-1], "train_and_eval", "--model_dir", d, "--params_override",
+                       f"{SHORT}{EVERY_5},trainer.validation_interval=5,"
+                       "task.model.hidden_sizes=[8]"],
+         ("could not write checkpoint best_ckpt-10", "No space left on device",
+          "rerun to resume from ckpt-"), "trains", patch=enospc_at_the_second_best_export),
     Case("enospc_while_syncing", lambda d, t: toy(d, f"{SHORT}{EVERY_5}"),
          ("could not write checkpoint ckpt-10", "No space left on device", "resume from ckpt-5"),
          "trains", patch=enospc_at_the_second_checkpoint, check=only_ckpt_5),

@@ -48,7 +48,9 @@ class WideTask(Task):
 def wide():
     return ExperimentConfig(
         task=WideConfig(train_data=DataConfig(is_training=True, global_batch_size=8)),
-        trainer=TrainerConfig(train_steps=4, steps_per_loop=2, summary_interval=2),
+        trainer=TrainerConfig(train_steps=4, steps_per_loop=2, summary_interval=2).override(
+            {"optimizer_config": {"optimizer": {"type": "sgd"},
+                                  "learning_rate": {"type": "constant"}}}),
     )
 '''
 

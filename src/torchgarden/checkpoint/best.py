@@ -213,6 +213,9 @@ class BestCheckpointExporter:
             self._manager = CheckpointManager(
                 checkpoint, self._export_dir, max_to_keep=1, checkpoint_name="best_ckpt",
                 checkpoint_format=self._format)
+            # A failed write names what a rerun resumes from: the run's ckpt-<N>, never
+            # this export (a rerun does not read it).
+            self._manager._format._resume_from = self._training_resume_point
         self._manager.save(step, check_interval=False, config=config, extra={"best_value": value})
         logs = _scalar_logs(eval_logs)
         logs[_STEP_KEY] = step
@@ -220,6 +223,18 @@ class BestCheckpointExporter:
             atomic_write_json(self.best_ckpt_logs_path, logs)
         self._best_ckpt_logs = logs
         return True
+
+    def _training_resume_point(self) -> str | None:
+        """The newest ``ckpt-<N>`` of the model_dir holding the export (the nearest
+        directory above it that has one), or None."""
+        directory = os.path.dirname(os.path.abspath(self._export_dir))
+        for _ in range(4):  # The export lies inside model_dir, usually right below it.
+            latest = layout.latest_checkpoint(directory)
+            parent = os.path.dirname(directory)
+            if latest is not None or parent == directory:
+                return latest
+            directory = parent
+        return None
 
     def __repr__(self) -> str:
         return (f"BestCheckpointExporter(export_dir={self._export_dir!r}, "

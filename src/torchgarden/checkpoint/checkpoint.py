@@ -14,6 +14,10 @@ from torchgarden.checkpoint.errors import CheckpointError, CheckpointMismatchErr
 __all__ = ["Checkpoint", "Value"]
 
 _MAX_LISTED_KEYS = 5
+#: The Python remedy a mismatch names; a caller that offers no ``strict`` (the experiment
+#: runner, the CLI) replaces it with its own.
+STRICT_HINT = (" (in Python, Checkpoint.load_state_dict or CheckpointManager.restore with "
+               "strict=False skips missing/unexpected keys)")
 _RESERVED_NAMES = frozenset({"add", "items", "load_state_dict", "names", "snapshot", "state_dict"})
 
 
@@ -253,7 +257,7 @@ class Checkpoint:
                     problems.append("\n  ".join([title, *found]))
                     skippable = skippable or (strict and expected.keys() != saved.keys())
         if problems:
-            hint = " (pass strict=False to skip missing/unexpected keys)" if skippable else ""
+            hint = STRICT_HINT if skippable else ""
             raise CheckpointMismatchError(
                 "checkpoint does not match" + hint + ":\n" + "\n".join(problems))
 

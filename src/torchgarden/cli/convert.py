@@ -22,7 +22,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                               "trainer.checkpoint_format=dcp, e.g. runs/x/ckpt-1000.")
     convert.add_argument("--output", required=True, metavar="DIR",
                          help="where to write <name>-<N>/ (created if missing).")
-    convert.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
 
 
 def command_convert(args: argparse.Namespace) -> int:

@@ -24,8 +24,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--checkpoint", default="auto", metavar="best|latest|PATH",
                         help="which checkpoint (default: best if the run kept one, else latest).")
     export.add_argument("--format", dest="formats", default=None, metavar="LIST",
-                        help="comma-separated subset of safetensors,pt2,onnx (default: all; "
-                             "ONNX is skipped with a notice when its packages are missing).")
+                        help="comma-separated subset of safetensors,pt2,onnx,hf (default: the "
+                             "first three; ONNX is skipped with a notice when its packages are "
+                             "missing; hf: Hugging Face layout of a transformers model).")
+    export.add_argument("--merge_adapters", action=argparse.BooleanOptionalAction, default=True,
+                        help="hf: merge LoRA adapters into the weights (default), or "
+                             "--no-merge_adapters to write the adapter alone in PEFT's layout.")
     ema = export.add_mutually_exclusive_group()
     ema.add_argument("--ema", dest="ema", action="store_true", default=None,
                      help="export the moving-average weights (default when the run kept them).")
@@ -40,7 +44,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         help="replace an existing torchgarden export at --output.")
     export.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="module to import first (registers your task).")
-    export.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
 
     predict = sub.add_parser("predict", help="top-k labels of images from a classifier export.")
     predict.add_argument("--export", dest="export_dir", required=True, metavar="DIR",
@@ -49,7 +52,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     predict.add_argument("--runtime", choices=("pt2", "onnx"), default="pt2",
                          help="run model.pt2 with torch (default) or model.onnx with "
                               "onnxruntime.")
-    predict.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
 
 
 def _size(num_bytes: int) -> str:
@@ -69,7 +71,7 @@ def command_export(args: argparse.Namespace) -> int:
         registry.import_user_module(module)
     result = export_model(args.model_dir, checkpoint=args.checkpoint, formats=args.formats,
                           ema=args.ema, output_dir=args.output, overwrite=args.overwrite,
-                          task_name=args.task_name)
+                          task_name=args.task_name, merge_adapters=args.merge_adapters)
     manifest = result.manifest
     weights = "EMA" if manifest["ema"] else "raw"
     part = f"task {manifest['task_name']} of " if "task_name" in manifest else ""
@@ -78,7 +80,9 @@ def command_export(args: argparse.Namespace) -> int:
           f"{result.seconds:.1f} s", flush=True)
     checks = manifest.get("verification", {})
     for kind, name in manifest["formats"].items():
-        line = f"  {name:<18} {_size(manifest['files'][name]['bytes']):>9}"
+        size = sum(info["bytes"] for entry, info in manifest["files"].items()
+                   if entry == name or entry.startswith(name + "/"))
+        line = f"  {name:<18} {_size(size):>9}"
         if kind in checks:
             line += f"   max |{kind} - eager| = {checks[kind]['max_abs_diff']:.3g}"
             by_output = checks[kind].get("max_abs_diff_by_output", {})

@@ -29,13 +29,26 @@ if TYPE_CHECKING:
 __all__ = ["define_flags", "parse_configuration", "MODES"]
 
 
-def define_flags(parser: argparse.ArgumentParser, *, mode_default: str | None = None) -> None:
-    """Adds ``--experiment --mode --model_dir --config_file --params_override --import``."""
+def define_flags(
+    parser: argparse.ArgumentParser, *, mode_default: str | None = None,
+    modes: tuple[str, ...] = MODES,
+) -> None:
+    """Adds ``--experiment --mode --model_dir --config_file --params_override --import``.
+
+    Args:
+        parser: The parser (or subcommand parser) to add the flags to.
+        mode_default: The default of ``--mode``. Defaults to None.
+        modes: The modes ``--mode`` accepts, as its help lists them; empty for a command
+            that reads no mode (the flag is still accepted, and ignored). Defaults to
+            all of ``MODES``.
+    """
     parser.add_argument("--experiment", help="registered experiment name (see `list`).")
+    mode_help = (f"one of {', '.join(modes)}" if modes
+                 else "accepted and ignored: the config does not depend on the mode")
     parser.add_argument(
         "--mode",
         default=mode_default,
-        help=f"one of {', '.join(MODES)}" + (f" (default {mode_default})" if mode_default else ""),
+        help=mode_help + (f" (default {mode_default})" if mode_default else ""),
     )
     parser.add_argument("--model_dir", help="directory for checkpoints, summaries, params.yaml.")
     parser.add_argument(

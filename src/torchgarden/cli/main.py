@@ -1,5 +1,5 @@
 """``torchgarden`` / ``python -m torchgarden``: train, eval, list, config, export, report,
-convert.
+convert, port.
 
 ``torchgarden --help`` and ``torchgarden list`` do not import torch.
 """
@@ -20,8 +20,11 @@ from typing import Any
 
 from torchgarden.cli import convert as convert_cli
 from torchgarden.cli import export as export_cli
+from torchgarden.cli import port as port_cli
 from torchgarden.cli import report as report_cli
+from torchgarden.cli import tune as tune_cli
 from torchgarden.cli.flags import define_flags, parse_configuration
+from torchgarden.cli.usage import CommandLineError, Parser, explain_unknown
 from torchgarden.modes import check_mode
 
 __all__ = ["main", "build_parser", "EXIT_COLLECTIVE", "EXIT_DIVERGED", "EXIT_USAGE",
@@ -39,34 +42,40 @@ EXIT_PREEMPTED = 143
 #: The modes each subcommand runs.
 TRAIN_MODES = ("train", "train_and_eval", "train_and_post_eval", "continuous_train_and_eval")
 EVAL_MODES = ("eval", "continuous_eval")
+VERBOSE_HELP = "on an error, also print the traceback; log at DEBUG level."
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="torchgarden",
         description="Config-driven PyTorch training in the style of TF Model Garden.",
     )
-    parser.add_argument("--verbose", action="store_true", help="show tracebacks and debug logs.")
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     train = sub.add_parser("train", help="train (and evaluate) an experiment.")
-    define_flags(train, mode_default="train_and_eval")
-    train.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+    define_flags(train, mode_default="train_and_eval", modes=TRAIN_MODES)
 
     evaluate = sub.add_parser("eval", help="evaluate the latest checkpoint of --model_dir.")
-    define_flags(evaluate, mode_default="eval")
-    evaluate.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+    define_flags(evaluate, mode_default="eval", modes=EVAL_MODES)
 
     lister = sub.add_parser("list", help="list registered experiments.")
     lister.add_argument("--import", dest="imports", action="append", default=[],
                         metavar="MODULE", help="module to import first.")
 
-    config = sub.add_parser("config", help="print the resolved config as YAML.")
-    define_flags(config)
-    config.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+    config = sub.add_parser(
+        "config", help="print the resolved config as YAML (of --experiment, or of the run "
+                       "in --model_dir).")
+    define_flags(config, modes=())
     export_cli.add_parsers(sub)
     report_cli.add_parser(sub)
     convert_cli.add_parser(sub)
+    tune_cli.add_parser(sub)
+    port_cli.add_parser(sub)
+    for command in sub.choices.values():  # `torchgarden train ... --verbose` works too.
+        if "--verbose" not in command._option_string_actions:
+            command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                                 help=VERBOSE_HELP)
     return parser
 
 
@@ -142,7 +151,7 @@ def _command_list(args: argparse.Namespace) -> int:
 
 
 def _command_config(args: argparse.Namespace) -> int:
-    params = parse_configuration(args)
+    params = _configuration(args, training=False)
     sys.stdout.write(params.to_yaml())
     return 0
 
@@ -177,11 +186,13 @@ def _command_run(args: argparse.Namespace) -> int:
         raise _CollectiveFailed(failure) from error
     if chief_of(resolve_strategy(params.runtime)):
         from torchgarden.loop.logs import to_host
+        from torchgarden.train_lib.model_dir import EVAL_SUBDIR
         from torchgarden.utils.logs import flatten
 
-        model_dir = args.model_dir
-        print(f"torchgarden: done. Results in {os.path.abspath(model_dir)} "
-              f"(TensorBoard: tensorboard --logdir {model_dir})", flush=True)
+        results = (args.model_dir if args.command == "train"  # eval writes only under eval/.
+                   else os.path.join(args.model_dir, EVAL_SUBDIR))
+        print(f"torchgarden: done. Results in {os.path.abspath(results)} "
+              f"(TensorBoard: tensorboard --logdir {results})", flush=True)
         shown = {k: v for k, v in flatten(to_host(eval_logs)).items()  # Sets, tasks: a/b.
                  if isinstance(v, (int, float))}
         if shown:
@@ -191,7 +202,8 @@ def _command_run(args: argparse.Namespace) -> int:
 
 
 def _configuration(args: argparse.Namespace, *, training: bool) -> Any:
-    """The flags' config; an evaluation starts from the config that trained ``--model_dir``."""
+    """The flags' config; an evaluation (and ``config --model_dir``) starts from the config
+    that trained ``--model_dir``, whose task ``--experiment`` may only repeat."""
     saved = os.path.join(args.model_dir or "", "params.yaml")
     if training or not args.model_dir or not os.path.isfile(saved):
         if not training and args.model_dir and not getattr(args, "experiment", None):
@@ -200,10 +212,45 @@ def _configuration(args: argparse.Namespace, *, training: bool) -> Any:
             raise _UsageError(f"--model_dir {args.model_dir} {where}: point it at a trained "
                               "run's directory, or name the config with --experiment.")
         return parse_configuration(args)
+    if args.experiment:
+        _check_experiment(args, saved)
     params = parse_configuration(args, base_file=saved)
-    print(f"torchgarden: config read from {saved} (then --config_file, --params_override).",
-          flush=True)
+    over = f", over --experiment {args.experiment}'s defaults" if args.experiment else ""
+    note = f"config read from {saved}{over} (then --config_file, --params_override)"
+    if args.command == "config":  # stdout is the YAML: the note is a YAML comment.
+        print(f"# {note}", flush=True)
+    else:
+        print(f"torchgarden: {note}.", flush=True)
     return params
+
+
+def _check_experiment(args: argparse.Namespace, saved: str) -> None:
+    """Refuses ``--experiment X`` with a ``--model_dir`` trained with another task or model
+    class: the run's ``params.yaml`` would silently win over X."""
+    from torchgarden import registry
+    from torchgarden.config import load_yaml_file
+
+    for module in args.imports:
+        registry.import_user_module(module)
+    wanted = _classes(registry.get_experiment(args.experiment).as_dict())
+    trained = _classes(load_yaml_file(saved))
+    if wanted == trained:
+        return
+    same = [name for name in registry.list_experiments()
+            if _classes(registry.get_experiment(name).as_dict()) == trained]
+    named = f"experiment {' or '.join(same)}" if same else "another experiment"
+    task = (trained[0] or "TaskConfig").rpartition(".")[2]
+    raise _UsageError(
+        f"--experiment {args.experiment} does not match --model_dir {args.model_dir}, which "
+        f"was trained as {named} (task {task}, see its params.yaml): leave --experiment out "
+        f"to use the run's own config, or point --model_dir at a {args.experiment} run.")
+
+
+def _classes(config: dict[str, Any]) -> tuple[Any, Any]:
+    """The task's and the model's recorded ``_type`` (None for the base classes)."""
+    task = config.get("task") or {}
+    model = task.get("model") if isinstance(task, dict) else None
+    return task.get("_type"), model.get("_type") if isinstance(model, dict) else None
 
 
 class _CollectiveFailed(Exception):
@@ -261,7 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     can abort it (SIGABRT or SIGSEGV instead of the status below).
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            raise CommandLineError(explain_unknown(parser, args, extras))
+    except CommandLineError as error:
+        return _fail(str(error))
     _quiet_writer_threads(args.verbose)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -281,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     handlers = {"list": _command_list, "config": _command_config,
                 "train": _command_run, "eval": _command_run, **export_cli.COMMANDS,
-                **report_cli.COMMANDS, **convert_cli.COMMANDS}
+                **report_cli.COMMANDS, **convert_cli.COMMANDS, **tune_cli.COMMANDS,
+                **port_cli.COMMANDS}
     try:
         return handlers[args.command](args)
     except _preempted() as preempted:

@@ -19,14 +19,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
         "report", help="write a self-contained HTML report of one or more model_dirs.")
     report.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR",
-                        help="run directories (--model_dir of torchgarden train).")
+                        help="run directories (--model_dir of torchgarden train) or study "
+                             "directories (--study_dir of torchgarden tune).")
     report.add_argument("--output", default="report.html", metavar="FILE",
                         help="the HTML file to write (default: report.html).")
     report.add_argument("--png", default=None, metavar="DIR",
                         help="also write each chart as DIR/<split>_<tag>.png "
                              "(needs matplotlib: pip install 'torchgarden[report]').")
     report.add_argument("--title", default="torchgarden report", help="the page's title.")
-    report.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
 
 
 def command_report(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from torchgarden.layers import Layer
 from torchgarden.metrics import Metric
 from torchgarden.optim import set_learning_rate
 from torchgarden.runtime.strategy import Strategy, get_strategy
+from torchgarden.utils import startup
 from torchgarden.utils.logs import Logs
 
 __all__ = [
@@ -29,6 +30,10 @@ _logger = logging.getLogger("torchgarden")
 # choose_steps_per_call's automatic K (its docstring says why).
 AUTO_UNROLL_MAX_PARAMETERS = 1_000_000
 AUTO_MAX_STEPS_PER_CALL = 10
+#: Training steps that pay for compiling one more step into the graph, measured on the
+#: digits MLP (docs/performance.md): each unrolled step adds ~1 s of compile; unrolling
+#: saves ~65 µs of call overhead per step.
+PAYBACK_STEPS_PER_UNROLLED_STEP = 15_000
 
 
 class CompiledTrainStep:
@@ -88,6 +93,7 @@ class CompiledTrainStep:
         self._graph = torch.compile(function, fullgraph=True, mode=mode, options=options)
         self._skip_guards = skip_guards_context()
         self._trusted: Any = None  # The key of the last call that passed every guard.
+        self.guarded_calls = 0  # Calls that checked every guard (and may have compiled).
         self._eager_reason: str | None = None  # Set when the graph cannot be captured.
         # CUDA-graph modes: a step's outputs are dead once the next step starts.
         self._mark_step = mode in ("reduce-overhead", "max-autotune")
@@ -174,8 +180,10 @@ class CompiledTrainStep:
         if self.metrics_in_graph and not all(isinstance(m, Metric) for m in metrics):
             # torchmetrics objects and custom classes: read the graph's outputs instead.
             self.metrics_in_graph = False
+        self.guarded_calls += 1
         try:
-            return self._graph(*arguments)
+            with startup.timed("compile"):
+                return self._graph(*arguments)
         except torch._dynamo.exc.TorchDynamoException as error:
             reason = " ".join(str(error).split())[:200]
             if self.metrics_in_graph and metrics:
@@ -195,7 +203,7 @@ class CompiledTrainStep:
         rows = []
         for k in range(steps):
             rates = ([float(group["lr"]) for group in groups] if learning_rates is None
-                     else [learning_rates[k]] * len(groups))
+                     else [learning_rates[k] * group.get("lr_mult", 1.0) for group in groups])
             rows.append([value for update in self.updates
                          for value in update.scalars(rates[update.group])])
         scalars = torch.tensor(rows, dtype=torch.float32)
@@ -275,7 +283,8 @@ def unsupported_reason(
 
 
 def choose_steps_per_call(
-    model: nn.Module, steps_per_loop: int, steps_per_graph: int | None
+    model: nn.Module, steps_per_loop: int, steps_per_graph: int | None, *,
+    train_steps: int | None = None,
 ) -> int:
     """How many steps one compiled call runs (K).
 
@@ -286,7 +295,10 @@ def choose_steps_per_call(
             ``steps_per_loop`` up to ``AUTO_MAX_STEPS_PER_CALL`` (10) for a model of at
             most ``AUTO_UNROLL_MAX_PARAMETERS`` (1M) parameters, whose steps are short
             enough for the per-call cost (tens of µs) to matter, else 1: unrolling
-            multiplies the compile time and a large model's step hides that cost.
+            multiplies the compile time and a large model's step hides that cost. Each
+            unrolled step must also pay for its compile: K is at most ``train_steps //
+            PAYBACK_STEPS_PER_UNROLLED_STEP`` (a 20,000-step run compiles one step).
+        train_steps: The steps the run trains; None: no payback limit.
 
     Raises:
         ValueError: ``steps_per_graph`` is below 1 or above ``steps_per_loop``.
@@ -301,7 +313,9 @@ def choose_steps_per_call(
         return steps_per_graph
     if sum(p.numel() for p in model.parameters()) > AUTO_UNROLL_MAX_PARAMETERS:
         return 1
-    return max(k for k in range(1, AUTO_MAX_STEPS_PER_CALL + 1) if steps_per_loop % k == 0)
+    most = AUTO_MAX_STEPS_PER_CALL if train_steps is None else min(
+        AUTO_MAX_STEPS_PER_CALL, train_steps // PAYBACK_STEPS_PER_UNROLLED_STEP)
+    return max(k for k in range(1, max(most, 1) + 1) if steps_per_loop % k == 0)
 
 
 def compiled_train_step(

@@ -14,6 +14,7 @@ from torchgarden.config.definitions import (
 )
 from torchgarden.config.diff import MISSING, diff
 from torchgarden.config.errors import ConfigError
+from torchgarden.config.finetuning import ParamRuleConfig, UnfreezeStepConfig
 from torchgarden.config.multitask import (
     MultiEvalExperimentConfig,
     MultiTaskConfig,
@@ -55,8 +56,10 @@ __all__ = [
     "ExperimentConfig", "ExponentialLrConfig", "LinearWarmupConfig", "LrConfig",
     "MultiEvalExperimentConfig", "MultiTaskConfig", "MultiTaskExperimentConfig",
     "MultiTaskTrainerConfig", "MlflowConfig", "OneOfConfig", "OptimizationConfig",
-    "OptimizerConfig", "PolynomialLrConfig", "PolynomialWarmupConfig", "PowerLrConfig",
+    "OptimizerConfig", "ParamRuleConfig", "PolynomialLrConfig", "PolynomialWarmupConfig",
+    "PowerLrConfig",
     "RMSpropConfig", "RuntimeConfig", "SGDConfig", "StepwiseLrConfig", "TaskRoutine",
-    "TaskSamplingConfig", "TaskConfig", "TrainerConfig", "WandbConfig", "WarmupConfig", "diff",
+    "TaskSamplingConfig", "TaskConfig", "TrainerConfig", "UnfreezeStepConfig", "WandbConfig",
+    "WarmupConfig", "diff",
     "dump_yaml", "load_yaml_file", "parse_override",
 ]

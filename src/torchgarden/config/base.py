@@ -171,7 +171,7 @@ class Config:
                 object.__setattr__(self, key, new)
             elif strict:
                 valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
-                raise _unknown_key(key, names, prefix, valid)
+                raise _unknown_key(key, names, prefix, valid, config=self)
 
     def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
         """`data` with this class' Model Garden keys mapped or dropped (each noticed)."""
@@ -312,7 +312,8 @@ class Config:
                 node = node[part]
             else:
                 names = field_types(type(node)) if isinstance(node, Config) else ()
-                raise _unknown_key(part, names, walked)
+                raise _unknown_key(part, names, walked,
+                                   config=node if isinstance(node, Config) else None)
             walked = _join(walked, part)
         return node
 
@@ -336,9 +337,17 @@ def _join(prefix: str, key: object) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
-def _unknown_key(key: str, names: Iterable[str], prefix: str, fallback: str = "") -> ConfigKeyError:
-    """The error for `key` under `prefix`: the closest of `names`, else `fallback`."""
-    hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or fallback
+def _unknown_key(key: str, names: Iterable[str], prefix: str, fallback: str = "", *,
+                 config: Config | None = None) -> ConfigKeyError:
+    """The error for `key` under `prefix`: the field of that name deeper in `config`
+    (`train_steps` at the top is `trainer.train_steps`), else the closest of `names`,
+    else `fallback`."""
+    deeper = nested_paths(config, key, prefix) if config is not None else []
+    if deeper:
+        more = f" (or {', '.join(map(repr, deeper[1:3]))})" if len(deeper) > 1 else ""
+        hint = f"; did you mean {deeper[0]!r}{more}?"
+    else:
+        hint = did_you_mean(key, names, prefix=_join(prefix, ""), style="clause") or fallback
     return ConfigKeyError(f"unknown key {_join(prefix, key)!r}{hint}", key=_join(prefix, key))
 
 
@@ -348,6 +357,24 @@ def _sets(data: Mapping[str, Any], dotted: str) -> bool:
         return True
     head, _, rest = dotted.partition(".")
     return bool(rest) and isinstance(data.get(head), Mapping) and _sets(data[head], rest)
+def nested_paths(config: Config, name: str, prefix: str = "") -> list[str]:
+    """The dotted keys of the fields named `name` below `config`'s own fields (in its
+    sub-configs), shallowest first; `prefix` is `config`'s own key.
+
+    Example:
+        >>> nested_paths(ExperimentConfig(), "train_steps")  # doctest: +SKIP
+        ['trainer.train_steps']
+    """
+    found, queue = [], [(config, prefix)]
+    while queue:
+        node, path = queue.pop(0)
+        for field in field_types(type(node)):
+            child = getattr(node, field, None)
+            if field == name and node is not config:
+                found.append(_join(path, field))
+            if isinstance(child, Config):
+                queue.append((child, _join(path, field)))
+    return found
 
 
 def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import signal
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError
 from torchgarden.config.errors import choose as _choose
 from torchgarden.config.errors import require as _require
-from torchgarden.config.notices import ModelGardenKey, ignored
+from torchgarden.config.finetuning import ParamRuleConfig, UnfreezeStepConfig, check_fine_tuning
+from torchgarden.config.notices import ModelGardenKey, ignored, notice
 from torchgarden.config.optimization import OptimizationConfig
 from torchgarden.config.runtime import RuntimeConfig
 
@@ -137,11 +138,17 @@ class DataConfig(Config):
 class TaskConfig(Config):
     """What is trained: model, data and initial weights. Subclass it per task."""
 
-    init_checkpoint: str = ""
-    """Checkpoint to initialise weights from on a fresh `model_dir`."""
-    init_checkpoint_modules: list[str] = _field(default_factory=list)
-    """Module-name prefixes to restore from `init_checkpoint` (e.g. `["backbone"]`);
-    empty restores everything."""
+    init_checkpoint: str | None = ""
+    """Weights to initialise the model from on a fresh `model_dir`: a torchgarden
+    checkpoint (a `ckpt-<N>` directory, a model_dir, a `.pt` state dict), a `.safetensors`
+    file, a `model.safetensors.index.json` or a Hugging Face model directory
+    (docs/fine_tuning.md); "" or null: none."""
+    init_checkpoint_modules: str | list[str] = _field(default_factory=list)
+    """Module-name prefixes to restore from `init_checkpoint`: a name (`backbone`) or a
+    list (`[backbone, decoder]`); `all`, "" or [] restore everything."""
+    init_checkpoint_prefix_map: dict[str, str] = _field(default_factory=dict)
+    """`{from_prefix: to_prefix}` renaming the keys of `init_checkpoint` before they are
+    matched (`{"": "model."}`: a library model's file into torchgarden's adapter)."""
     model: Config | None = None
     """The model's config; tasks annotate it with their own class."""
     train_data: DataConfig = _field(default_factory=DataConfig)
@@ -165,9 +172,22 @@ class TaskConfig(Config):
         elif isinstance(annotation, type):
             own["validation_data"] = annotation | dict[str, annotation]  # type: ignore[valid-type]
 
+    def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """As the base class; Model Garden's ``differential_privacy_config``, which a dumped
+        params.yaml holds as null, is ignored when null and refused otherwise."""
+        if "differential_privacy_config" in data:
+            key = f"{prefix}.differential_privacy_config".lstrip(".")
+            if data["differential_privacy_config"] is not None:
+                raise ConfigError(f"{key}: differentially private training has no counterpart "
+                                  "in torchgarden; remove the key (null is accepted)", key=key)
+            data = {k: v for k, v in data.items() if k != "differential_privacy_config"}
+            notice(key, "ignored", "null: no differential privacy, as Model Garden's default")
+        return super()._read_model_garden_keys(data, prefix)
+
     def check(self) -> None:
         """Checks that `init_checkpoint_modules` has a checkpoint to restore from."""
-        if self.init_checkpoint_modules and not self.init_checkpoint:
+        if self.init_checkpoint_modules not in ("", "all", [], ["all"]) \
+                and not self.init_checkpoint:
             key = self.field_path("init_checkpoint_modules")
             raise ConfigError(
                 f"{key} ({self.init_checkpoint_modules}) restricts what task.init_checkpoint "
@@ -176,9 +196,28 @@ class TaskConfig(Config):
             )
 
 
+_GRAPH = ("torch runs the step eagerly; runtime.enable_xla compiles it "
+          "(runtime.steps_per_graph: steps per compiled call)")
+
+
 @dataclasses.dataclass
 class TrainerConfig(Config):
-    """How and when training runs: loop lengths, intervals, checkpoints, recovery."""
+    """How and when training runs: loop lengths, intervals, checkpoints, recovery.
+
+    Orbit's TensorFlow graph switches (``train_tf_function``, ``train_tf_while_loop``,
+    ``eval_tf_function``, ``eval_tf_while_loop``, ``allow_tpu_summary``) are accepted and
+    ignored with a notice (`MODEL_GARDEN_KEYS`).
+    """
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "train_tf_function": ignored(f"TF graph tracing; {_GRAPH}"),
+        "train_tf_while_loop": ignored(f"TF's in-graph step loop; {_GRAPH}"),
+        "eval_tf_function": ignored("TF graph tracing; runtime.compile_eval compiles the eval "
+                                    "step"),
+        "eval_tf_while_loop": ignored("TF's in-graph eval loop; torch evaluates eagerly"),
+        "allow_tpu_summary": ignored("summaries inside a TPU program; no TPU here, summaries "
+                                     "are written every trainer.summary_interval"),
+    }
 
     optimizer_config: OptimizationConfig = _field(default_factory=OptimizationConfig)
     """Optimizer, learning rate, warmup and EMA."""
@@ -246,6 +285,23 @@ class TrainerConfig(Config):
     profile_steps: list[int] = _field(default_factory=list)
     """`[first, last]`: record train steps first..last (1-based global steps) with `torch.profiler`
     into `model_dir/profile/` (Chrome trace, TensorBoard profile plugin); [] records nothing."""
+    freeze: list[str] = _field(default_factory=list)
+    """Regexes (`re.search`) of parameter names that do not train: no gradient, no
+    optimizer state (docs/fine_tuning.md). [] trains every parameter."""
+    unfreeze_at_step: int | None = None
+    """Global step from which every `freeze` parameter trains; None: frozen throughout."""
+    unfreeze_schedule: list[UnfreezeStepConfig] = _field(default_factory=list)
+    """`[{step, patterns}, ...]`: from each step, the frozen parameters matching its
+    patterns (all with []) train."""
+    freeze_batch_norm_stats: bool = True
+    """A BatchNorm whose parameters are all frozen runs in eval mode (its running
+    statistics stay fixed, as Keras' `trainable = False`); False keeps updating them."""
+    param_rules: list[ParamRuleConfig] = _field(default_factory=list)
+    """`[{pattern, lr_mult, decay_mult}, ...]`: per-parameter multipliers of the learning
+    rate and weight decay (MMEngine's `paramwise_cfg`); the first matching rule applies."""
+    layerwise_lr_decay: float = 1.0
+    """Layer-wise learning-rate decay of transformer encoders: layer i of L (read from the
+    parameter name) trains at `decay ** (L + 1 - i)` times the rate; 1.0: off."""
 
     def check(self) -> None:
         """Checks intervals, step counts and the best-checkpoint comparison."""
@@ -283,6 +339,7 @@ class TrainerConfig(Config):
         steps_ok = not steps or (len(steps) == 2 and 1 <= steps[0] <= steps[1])
         _require(self, "profile_steps", steps_ok, "[] or [first, last] with 1 <= first <= last "
                  "(e.g. [10, 15] records train steps 10 to 15)")
+        check_fine_tuning(self)
         key = self.field_path("preemption_signals")
         for name in self.preemption_signals:
             found = signal_named(name)

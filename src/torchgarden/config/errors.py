@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from torchgarden.utils.moved import raise_moved
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["ConfigError", "ConfigKeyError", "ConfigTypeError", "choose", "not_one_of", "require"]
@@ -75,3 +76,6 @@ def not_one_of(
     """Returns the error for ``value`` at ``key``: the choices and ``hint`` or the closest."""
     hint = f"; did you mean {hint!r}?" if hint else did_you_mean(value, choices, style="clause")
     return ConfigError(f"{key}: {value!r} is not one of {', '.join(choices)}{hint}", key=key)
+
+
+__getattr__ = raise_moved(__name__)  # Names that moved say where (utils.moved.MOVED).

@@ -8,18 +8,40 @@ Field names and defaults are Model Garden's (``optimizer_config.py``) so that a 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from torchgarden.config.base import Config
+from torchgarden.config.errors import choose
+from torchgarden.config.notices import ModelGardenKey, mapped
 from torchgarden.config.oneof import OneOfConfig
 
 __all__ = [
     "AdafactorConfig", "AdagradConfig", "AdamConfig", "AdamExperimentalConfig",
     "AdamMomentsConfig", "AdamWConfig", "AdamWExperimentalConfig", "BaseOptimizerConfig",
     "LAMBConfig", "LARSConfig", "OptimizerConfig", "RMSpropConfig", "SGDConfig",
-    "SGDExperimentalConfig",
+    "SGDExperimentalConfig", "SGDTorchConfig",
 ]
 
 _field = dataclasses.field
+
+
+def _one_regex(value: Any) -> Any:
+    """A single pattern string (Model Garden accepts one) as the list of one regex."""
+    return [value] if isinstance(value, str) else value
+
+
+def _check_update_rule(config: Config) -> None:
+    choose(config, "update_rule", ("torch", "keras"))
+
+
+_ONE_REGEX = mapped(convert=_one_regex, note="one regex, matched with re.search on parameter "
+                    "names")
+
+
+def _pattern_keys(*names: str) -> dict[str, ModelGardenKey]:
+    """Pattern-list keys that also take one regex string, as Model Garden's do."""
+    return dict.fromkeys(names, _ONE_REGEX)
 
 
 @dataclasses.dataclass
@@ -53,6 +75,13 @@ class SGDConfig(BaseOptimizerConfig):
     decay: float = 0.0
     """Keras' legacy inverse-time decay (0 is off): the rate at step ``t`` is
     ``schedule(t) / (1 + decay * t)``."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass
@@ -65,6 +94,13 @@ class SGDExperimentalConfig(BaseOptimizerConfig):
     """Use Nesterov momentum."""
     jit_compile: bool = False
     """Keras' XLA switch; True is an error pointing to ``runtime.enable_xla``."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass
@@ -79,6 +115,13 @@ class AdamMomentsConfig(BaseOptimizerConfig):
     """Numerical-stability term (Keras' default; PyTorch's is 1e-8)."""
     amsgrad: bool = False
     """Use the AMSGrad variant."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass
@@ -101,6 +144,9 @@ class AdamExperimentalConfig(AdamConfig):
 class AdamWConfig(AdamMomentsConfig):
     """Adam with decoupled weight decay (`torch.optim.AdamW`), Model Garden's ``adamw``."""
 
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = _pattern_keys(
+        "include_in_weight_decay", "exclude_from_weight_decay")
+
     weight_decay_rate: float = 0.0
     """Decoupled weight-decay rate."""
     include_in_weight_decay: list[str] | None = None
@@ -109,9 +155,10 @@ class AdamWConfig(AdamMomentsConfig):
     exclude_from_weight_decay: list[str] | None = None
     """Regexes (``re.search`` on parameter names, e.g. ``bias``, ``norm``) that get no
     weight decay."""
-    gradient_clip_norm: float | None = None
-    """Clip the global gradient norm to this value; None does not clip (Model Garden's
-    default is 1.0: set it to keep that)."""
+    gradient_clip_norm: float | None = 1.0
+    """Clip the global gradient norm to this value (Model Garden's default 1.0) before the
+    ``clipnorm`` / ``clipvalue`` / ``global_clipnorm`` clips, as in Model Garden; 0 (or
+    None) does not clip."""
 
 
 @dataclasses.dataclass
@@ -140,6 +187,13 @@ class RMSpropConfig(BaseOptimizerConfig):
     """Normalise by the estimated gradient variance."""
     weight_decay: float = 0.0
     """L2 penalty added to the gradient."""
+    update_rule: str = "torch"
+    """"torch": torch's update (fused kernels; equal to ``torch.optim`` by hand); "keras":
+    Keras' update, as Model Garden runs it (`torchgarden.optim.keras_rules`)."""
+
+    def check(self) -> None:
+        """Checks the update rule."""
+        _check_update_rule(self)
 
 
 @dataclasses.dataclass
@@ -157,6 +211,9 @@ class AdagradConfig(BaseOptimizerConfig):
 @dataclasses.dataclass
 class LAMBConfig(BaseOptimizerConfig):
     """LAMB (You et al., 2019; TF Addons' rule): `torchgarden.optim.LAMB`."""
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = _pattern_keys(
+        "exclude_from_weight_decay", "exclude_from_layer_adaptation")
 
     beta_1: float = 0.9
     """Decay rate of the first-moment estimate."""
@@ -176,6 +233,9 @@ class LAMBConfig(BaseOptimizerConfig):
 @dataclasses.dataclass
 class LARSConfig(BaseOptimizerConfig):
     """LARS (You et al., 2017; Model Garden's rule): `torchgarden.optim.LARS`."""
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = _pattern_keys(
+        "exclude_from_weight_decay", "exclude_from_layer_adaptation")
 
     momentum: float = 0.9
     """Momentum factor."""
@@ -231,12 +291,43 @@ class AdafactorConfig(BaseOptimizerConfig):
 
 
 @dataclasses.dataclass
+class SGDTorchConfig(BaseOptimizerConfig):
+    """Model Garden's ``sgd_torch`` (its YOLO project's "PyTorch SGD"): `torchgarden.optim.SGDTorch`.
+
+    Weight decay is added to the gradient of the parameters a ``weight_keys`` regex matches
+    (none to the others); momentum ramps linearly from ``momentum_start`` to ``momentum``
+    over the first ``warmup_steps`` optimizer steps; the step is torch SGD's.
+    """
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = _pattern_keys(
+        "weight_keys", "bias_keys")
+    momentum: float = 0.9
+    """Momentum after the warmup (Model Garden's default 0.9)."""
+    momentum_start: float = 0.0
+    """Momentum at step 0, ramped linearly to ``momentum`` over ``warmup_steps``."""
+    warmup_steps: int = 0
+    """Optimizer steps of the momentum ramp; must be >= 1 with momentum (Model Garden divides
+    by it at step 0); ``momentum_start: <momentum>`` gives no ramp."""
+    nesterov: bool = False
+    """Use Nesterov momentum."""
+    weight_decay: float = 0.0
+    """L2 term added to the gradients of the ``weight_keys`` parameters."""
+    weight_keys: list[str] | None = _field(default_factory=lambda: ["kernel", "weight"])
+    """Regexes (``re.search`` on parameter names) of the parameters that decay."""
+    bias_keys: list[str] | None = _field(default_factory=lambda: ["bias", "beta"])
+    """Regexes of the bias parameters (no weight decay; the same learning rate here)."""
+    decay: float = 0.0
+    """Keras' legacy inverse-time decay (0 is off), as ``sgd``'s."""
+
+
+@dataclasses.dataclass
 class OptimizerConfig(OneOfConfig):
     """Chooses the optimizer: `type` names one of the fields below (Model Garden's names),
     which holds that optimizer's settings."""
 
-    type: str | None = "sgd"
-    """The optimizer in use."""
+    type: str | None = None
+    """The optimizer in use; required (Model Garden leaves it unset, and building the
+    optimizer without it is an error)."""
     sgd: SGDConfig = _field(default_factory=SGDConfig)
     sgd_experimental: SGDExperimentalConfig = _field(default_factory=SGDExperimentalConfig)
     adam: AdamConfig = _field(default_factory=AdamConfig)
@@ -249,3 +340,4 @@ class OptimizerConfig(OneOfConfig):
     lars: LARSConfig = _field(default_factory=LARSConfig)
     adagrad: AdagradConfig = _field(default_factory=AdagradConfig)
     adafactor: AdafactorConfig = _field(default_factory=AdafactorConfig)
+    sgd_torch: SGDTorchConfig = _field(default_factory=SGDTorchConfig)

@@ -42,6 +42,16 @@ for _yaml_class in (_Loader, _Dumper):
     _yaml_class.add_implicit_resolver(_FLOAT_TAG, _EXPONENT_FLOAT, list("-+0123456789."))
 
 
+def _construct_tuple(loader: Any, node: yaml.SequenceNode) -> tuple[Any, ...]:
+    return tuple(loader.construct_sequence(node))
+
+
+# Model Garden's params.yaml files write tuples as `!!python/tuple [...]` (its loader reads
+# them); a tuple of plain values is data, so this loader reads that tag too, and no other
+# python/* tag.
+_Loader.add_constructor("tag:yaml.org,2002:python/tuple", _construct_tuple)
+
+
 def _represent_sequence(dumper: Any, data: Any) -> Any:
     flow = all(not isinstance(item, list | tuple | dict) for item in data)
     return dumper.represent_sequence("tag:yaml.org,2002:seq", list(data), flow_style=flow)
@@ -250,29 +260,46 @@ WORDS = {
 
 
 def _parse_pairs(text: str) -> dict[str, Any] | None:
-    """Parses `k=v,k2=v2`; returns None if `text` does not start with `key=`."""
+    """Parses `k=v,k2=v2`; returns None if `text` does not start with `key=`.
+
+    As in Model Garden, `a.b[1]=2,a.b[0]=1` gives the list `a.b=[1, 2]` when the indices
+    are exactly 0..n-1 (in any order).
+    """
     if _KEY.match(text) is None:
         return None
     result: dict[str, Any] = {}
+    indexed: dict[str, dict[int, Any]] = {}
     pos = 0
     while True:
         match = _KEY.match(text, pos)
         if match is None:
             raise ConfigError(f"override {text!r}: expected key=value at {text[pos : pos + 20]!r}")
         key, index = match.group(1), match.group(2)
-        if index is not None:
-            raise ConfigError(
-                f"override {text!r}: index syntax '{key}{index}' is not supported; "
-                f"give the whole list instead: {key}=[...]"
-            )
         value, pos = _parse_value(text, match.end())
-        _insert(result, key, value, text)
+        if index is None:
+            _insert(result, key, value, text)
+        else:
+            indexed.setdefault(key, {})[_list_index(text, key, index)] = value
         pos = _SPACE.match(text, pos).end()
         if pos == len(text):
-            return result
+            break
         if text[pos] != ",":
             raise ConfigError(f"override {text!r}: expected ',' after the value of {key!r}")
         pos += 1
+    for key, items in indexed.items():
+        if sorted(items) != list(range(len(items))):
+            raise ConfigError(f"override {text!r}: {key}[i] sets indices {sorted(items)}; "
+                              f"give every index from 0 to {max(items)}, or {key}=[...]")
+        _insert(result, key, [items[i] for i in range(len(items))], text)
+    return result
+
+
+def _list_index(text: str, key: str, index: str) -> int:
+    inner = index[1:-1].strip()
+    if not inner.isdecimal():
+        raise ConfigError(f"override {text!r}: '{key}{index}' needs an index >= 0, such as "
+                          f"{key}[0]")
+    return int(inner)
 
 
 def _parse_value(text: str, pos: int) -> tuple[Any, int]:

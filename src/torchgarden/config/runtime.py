@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from torchgarden.config.base import Config
 from torchgarden.config.errors import ConfigError, choose, not_one_of, require
+from torchgarden.config.notices import ModelGardenKey, ignored, mapped, notice
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["STRATEGY_NAMES", "MlflowConfig", "RuntimeConfig", "WandbConfig"]
@@ -19,11 +22,18 @@ _TRACKERS = ("tensorboard", "mlflow", "wandb")
 
 #: Accepted `distribution_strategy` names; `runtime.register_strategy` adds to it.
 STRATEGY_NAMES = ["auto", "off", "single", "ddp", "fsdp"]
-_STRATEGY_HINTS = {"mirrored": "ddp", "multi_worker_mirrored": "ddp", "one_device": "single",
-                   "tpu": "fsdp", "parameter_server": "ddp"}
+_STRATEGY_HINTS = {"parameter_server": "ddp", "central_storage": "ddp"}
+_LAUNCH = ("launch with `torchrun --nproc_per_node=N` for N processes (DDP, one device each); "
+           "one process otherwise")
+#: Model Garden's synchronous data-parallel strategies and what runs them here.
+_MG_STRATEGIES = {"mirrored": "auto", "multi_worker_mirrored": "auto", "tpu": "auto",
+                  "one_device": "single"}
+#: Model Garden's strategies that do not read `num_gpus` (they use every device there is).
+_WITHOUT_NUM_GPUS = ("multi_worker_mirrored", "tpu")
 _DTYPES = ("float32", "float16", "bfloat16")
-_DTYPE_HINTS = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
-                "mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
+_DTYPE_HINTS = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}
+#: Keras' mixed-precision policy names: the same autocast dtype.
+_KERAS_POLICIES = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _INDEXED_DEVICES = ("cuda", "xpu", "hpu", "npu", "xla")  # the types that take `:<index>`
 _DEVICE_NAMES = ("auto", "cpu", "mps", *_INDEXED_DEVICES)
@@ -89,13 +99,66 @@ class WandbConfig(Config):
             choose(self, "mode", ("online", "offline", "disabled"))
 
 
+def _num_gpus(value: Any) -> str:
+    """Model Garden's ``num_gpus`` as a device: 0 runs on the CPU, N >= 1 on a GPU per process."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"runtime.num_gpus: expected an int >= 0, received {value!r}",
+                          key="runtime.num_gpus")
+    return "cpu" if value == 0 else "auto"
+
+
+_TF_ONLY = "a TensorFlow runtime setting with no torch counterpart"
+
+
+def _model_garden_keys() -> dict[str, ModelGardenKey]:
+    """Model Garden's RuntimeConfig keys that have no field of the same name here."""
+    return {
+        "distribution_strategy": mapped(values=_MG_STRATEGIES, note=_LAUNCH),
+        "mixed_precision_dtype": mapped(values=_KERAS_POLICIES,
+                                        note="Keras' policy name for the same autocast dtype"),
+        "num_gpus": mapped("device", convert=_num_gpus, note=(
+            "0 runs on the CPU as in Model Garden; N GPUs are N processes: "
+            "`torchrun --nproc_per_node=N`, one GPU each")),
+        "tpu": ignored("the address of a Cloud TPU; torchgarden runs on the devices torchrun "
+                       "gives it (runtime.device)"),
+        "all_reduce_alg": ignored("DDP all-reduces with the process group's backend "
+                                  "(runtime.backend: nccl on CUDA, gloo otherwise)"),
+        "num_packs": ignored("DDP buckets gradients itself (MirroredStrategy's packing)"),
+        "gpu_thread_mode": ignored(f"{_TF_ONLY} (TF's per-GPU thread pools)"),
+        "per_gpu_thread_count": ignored(f"{_TF_ONLY} (TF's per-GPU thread pools)"),
+        "dataset_num_private_threads": ignored(
+            "tf.data's private thread pool; loading runs in task.*_data.num_workers processes"),
+        "worker_hosts": ignored("torchrun says where the workers are (--nnodes, --node_rank, "
+                                "--rdzv_endpoint)"),
+        "task_index": ignored("torchrun gives each worker its rank (--node_rank)"),
+        "run_eagerly": ignored("torch always runs eagerly; runtime.enable_xla compiles"),
+        "batchnorm_spatial_persistent": ignored(f"{_TF_ONLY} (a cuDNN batch-norm mode of TF)"),
+        "tpu_enable_xla_dynamic_padder": ignored("an XLA-on-TPU option; no TPU here"),
+        "num_cores_per_replica": ignored(
+            "TPU model parallelism (where a replica runs, not what it computes); "
+            "distribution_strategy: fsdp shards a model"),
+        "default_shard_dim": ignored("TPU model parallelism (where a replica runs)"),
+        "use_tpu_mp_strategy": ignored("TPU model parallelism (where a replica runs)"),
+    }
+
+
 @dataclasses.dataclass
 class RuntimeConfig(Config):
-    """Where and how the process runs: device, distribution, precision, compilation."""
+    """Where and how the process runs: device, distribution, precision, compilation.
+
+    Model Garden's runtime keys with no field here are read as `MODEL_GARDEN_KEYS` says:
+    ``distribution_strategy: mirrored / multi_worker_mirrored / tpu`` run as ``auto``
+    (DDP under torchrun, one process otherwise), ``one_device`` as ``single``,
+    ``num_gpus: 0`` as ``device: cpu``; TensorFlow- and TPU-only keys are ignored, each
+    with a notice (docs/porting_from_model_garden.md).
+    """
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = _model_garden_keys()
 
     distribution_strategy: str = "auto"
     """One of "auto" (ddp when torchrun starts more than one process, else single),
-    "off"/"single", "ddp" or "fsdp"."""
+    "off"/"single", "ddp" or "fsdp"; Model Garden's "mirrored", "multi_worker_mirrored" and
+    "tpu" read as "auto", "one_device" as "single" (with a notice)."""
     device: str = "auto"
     """Either "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:1", "mps", ..."""
     mixed_precision_dtype: str | None = None
@@ -111,8 +174,9 @@ class RuntimeConfig(Config):
     """Also compile the eval step when `enable_xla` is set."""
     steps_per_graph: int | None = None
     """With `enable_xla`: training steps one compiled call runs, unrolled in one graph (Orbit's
-    in-graph loop); at most `trainer.steps_per_loop`. None chooses: the largest divisor of
-    `trainer.steps_per_loop` up to 10 for models of at most 1M parameters, else 1."""
+    in-graph loop); at most `trainer.steps_per_loop`. None chooses from the model's size
+    and what the compile of each unrolled step pays back over `trainer.train_steps`
+    (`torchgarden.compile.choose_steps_per_call`)."""
     seed: int | None = None
     """Seed for Python, NumPy and torch RNGs; None leaves them unseeded."""
     deterministic: bool = False
@@ -171,3 +235,13 @@ class RuntimeConfig(Config):
         flops, steps = self.peak_flops, self.steps_per_graph
         require(self, "peak_flops", flops is None or flops > 0, "> 0 or None")
         require(self, "steps_per_graph", steps is None or steps >= 1, ">= 1 or None")
+
+    def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """As the base class; ``num_gpus`` beside a strategy that does not read it (Model
+        Garden's ``tpu``, ``multi_worker_mirrored``) is ignored, as there."""
+        strategy = data.get("distribution_strategy")
+        if "num_gpus" in data and strategy in _WITHOUT_NUM_GPUS:
+            data = {k: v for k, v in data.items() if k != "num_gpus"}
+            notice(f"{prefix}.num_gpus".lstrip("."), "ignored",
+                   f"Model Garden's {strategy} strategy does not read it either")
+        return super()._read_model_garden_keys(data, prefix)

@@ -128,19 +128,25 @@ class Task:
 
         A directory is resolved to its latest checkpoint. Only the model weights are
         read; ``task_config.init_checkpoint_modules`` (module-name prefixes such as
-        ``["backbone"]``) restricts what is restored. Every requested weight must be
-        present and of the same shape.
+        ``"backbone"`` or ``["backbone"]``; ``"all"``: everything) restricts what is
+        restored, ``init_checkpoint_prefix_map`` renames the file's keys first. Every
+        requested weight must be present and of the same shape; one line reports what
+        was loaded and skipped.
         """
         path = getattr(self._task_config, "init_checkpoint", "")
         if not path:
             return
-        prefixes = list(getattr(self._task_config, "init_checkpoint_modules", None) or [])
+        modules = getattr(self._task_config, "init_checkpoint_modules", None) or []
+        prefixes = [modules] if isinstance(modules, str) else list(modules)
         try:
-            load_model_weights(model, path, prefixes=prefixes)
+            load_model_weights(
+                model, path, prefixes=prefixes, report=True,
+                prefix_map=getattr(self._task_config, "init_checkpoint_prefix_map", None))
         except FileNotFoundError as e:
             raise FileNotFoundError(
                 f"task.init_checkpoint: {e} Point it at a ckpt-<N> directory, a model_dir "
-                "holding checkpoints, or a .pt file of model weights."
+                "holding checkpoints, a .pt or .safetensors file or a Hugging Face model "
+                "directory."
             ) from e
         _logger.info("initialized model from %s (modules: %s)", path, prefixes or "all")
 

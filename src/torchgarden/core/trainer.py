@@ -13,7 +13,7 @@ from torchgarden.core.evaluator import Evaluator, adapt_metrics, collect_logs
 from torchgarden.core.state import LossMean, TrainWindow
 from torchgarden.core.task import Task
 from torchgarden.data import DataIterator
-from torchgarden.optim import ExponentialMovingAverage, set_learning_rate
+from torchgarden.optim import ExponentialMovingAverage, FreezeSchedule, set_learning_rate
 from torchgarden.runtime import RuntimeContext, StepPlan
 from torchgarden.utils.logs import Logs
 
@@ -58,6 +58,8 @@ class Trainer(Evaluator):
             per optimizer update, a loss check after every step, the recovery replay).
             Default: one step per call, or ``step_fn.steps_per_call`` for a multi-step
             ``step_fn`` when nothing needs the host between steps.
+        freeze: Which parameters train at each step (``optim.FreezeSchedule``), applied
+            at each loop start and at the steps where it changes. None: as built.
         model, eval_data, eval_metrics, forward_model, checkpoint_items,
             checkpoint_exporter, runtime: As for :class:`Evaluator`.
 
@@ -93,6 +95,7 @@ class Trainer(Evaluator):
         checkpoint_items: Mapping[str, Any] | None = None,
         checkpoint_exporter: BestCheckpointExporter | None = None,
         runtime: RuntimeContext | None = None,
+        freeze: FreezeSchedule | None = None,
         **moved: Any,
     ) -> None:
         _refuse_moved(moved)
@@ -109,6 +112,7 @@ class Trainer(Evaluator):
             plan = StepPlan.build(steps_per_call=steps, host_between_steps=host)
         _check_plan(plan, host, task, step_fn)
         self._plan = plan
+        self._freeze = freeze
         self._lr_schedule = lr_schedule
         self._lr_varies = lr_schedule is not None and not getattr(lr_schedule, "is_constant", False)
         if optimizer is not None and lr_schedule is not None:
@@ -238,6 +242,8 @@ class Trainer(Evaluator):
         ``lr`` back into the optimizer.
         """
         self._model.train()
+        if self._freeze is not None:  # A pure function of the step, like the rate.
+            self._freeze.apply(self._global_step.value)
         if self._optimizer is not None and self._lr_schedule is not None:
             set_learning_rate(self._optimizer, self._lr_schedule(self._global_step.value))
 
@@ -256,6 +262,8 @@ class Trainer(Evaluator):
         step = self._global_step.value
         if self._lr_varies:
             set_learning_rate(self._optimizer, self._lr_schedule(step))  # type: ignore[misc]
+        if self._freeze is not None and step in self._freeze.change_steps:
+            self._freeze.apply(step)
         if self._plan.accumulation_steps == 1:
             logs = self._step_fn(self.next_train_inputs(iterator), model=self._model,
                                  optimizer=self._optimizer, metrics=self._train_metrics)

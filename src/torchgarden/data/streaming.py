@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -108,7 +109,12 @@ def _loader_class() -> type:
         not on how many passes this loader object has run (a resumed run has run fewer)."""
 
         def __init__(self, *args: Any, seed: int, **kwargs: Any) -> None:
-            super().__init__(*args, generator=torch.Generator().manual_seed(seed), **kwargs)
+            with warnings.catch_warnings():
+                # torchdata's constructor calls torch.set_vital, which torch deprecated: a
+                # warning on every run that is not the user's to fix.
+                warnings.filterwarnings("ignore", message="'set_vital' is deprecated")
+                super().__init__(*args, generator=torch.Generator().manual_seed(seed),
+                                 **kwargs)
             self.seed = seed
 
         def set_epoch(self, epoch: int) -> None:

@@ -129,7 +129,8 @@ def _trainer(train_steps: int) -> TrainerConfig:
         optimizer_config=OptimizationConfig.from_dict({
             "optimizer": {"type": "adamw", "adamw": {
                 "beta_2": 0.99, "epsilon": 1e-8, "weight_decay_rate": 0.1,
-                "exclude_from_weight_decay": ["bias", r"ln_", "norm", "wte", "wpe"]}},
+                "exclude_from_weight_decay": ["bias", r"ln_", "norm", "wte", "wpe"],
+                "gradient_clip_norm": 0.0}},  # no clip (Model Garden's default is 1.0)
             "learning_rate": {"type": "cosine", "cosine": {
                 "initial_learning_rate": 3e-3, "decay_steps": train_steps, "alpha": 0.1}},
             "warmup": {"type": "linear", "linear": {"warmup_steps": 30}},

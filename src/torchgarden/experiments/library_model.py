@@ -20,10 +20,44 @@ import dataclasses
 from typing import Any
 
 from torchgarden.config import Config
-from torchgarden.config.errors import ConfigError
+from torchgarden.config.errors import ConfigError, not_one_of
 from torchgarden.models.names import check_no_download, parse_model_name
 
-__all__ = ["LibraryModelConfig"]
+__all__ = ["AdapterConfig", "LibraryModelConfig"]
+
+_ADAPTERS = ("", "lora")
+
+
+@dataclasses.dataclass
+class AdapterConfig(Config):
+    """Parameter-efficient fine-tuning through PEFT (the ``peft`` extra;
+    docs/fine_tuning.md): only the adapter (and ``modules_to_save``) trains."""
+
+    type: str = ""
+    """``lora``, or "" for none. Defaults to ""."""
+    r: int = 8
+    """LoRA rank. Defaults to 8."""
+    alpha: float = 16.0
+    """LoRA scaling numerator (PEFT's ``lora_alpha``; the update is scaled by alpha / r).
+    Defaults to 16."""
+    dropout: float = 0.0
+    """Dropout on the LoRA branch's input. Defaults to 0."""
+    target_modules: list[str] = dataclasses.field(default_factory=list)
+    """Names (suffixes) of the modules that get adapters (``query``, ``value``,
+    ``c_attn``, or ``1`` of an ``nn.Sequential``); [] uses PEFT's default for the
+    transformers model type. Defaults to []."""
+    modules_to_save: list[str] = dataclasses.field(default_factory=list)
+    """Modules trained in full beside the adapters (a new head: ``classifier``).
+    Defaults to []."""
+
+    def check(self) -> None:
+        if self.type not in _ADAPTERS:
+            raise not_one_of(self.field_path("type"), self.type, _ADAPTERS[1:])
+        if self.type and (self.r < 1 or self.alpha <= 0 or not 0 <= self.dropout < 1):
+            key = self.field_path("r")
+            raise ConfigError(f"{key}, alpha, dropout: r must be >= 1, alpha > 0 and "
+                              f"dropout in [0, 1); received r={self.r}, alpha={self.alpha}, "
+                              f"dropout={self.dropout}", key=key)
 
 
 @dataclasses.dataclass
@@ -39,11 +73,17 @@ class LibraryModelConfig(Config):
     ``hidden_size``, ``n_layer``, ...); the task fills in class counts, channels and
     lengths. Defaults to {} (the library's defaults)."""
     pretrained_path: str = ""
-    """A local ``.safetensors`` or state-dict file with the library model's weights;
-    empty = random initialisation. Nothing is downloaded. Defaults to ""."""
+    """Local weights of the library model itself (its own key names): a ``.safetensors``
+    file, a ``model.safetensors.index.json``, a state-dict file or a Hugging Face model
+    directory, whose ``config.json`` gives the architecture (``library_config`` overrides
+    it); loaded when the model is built. ``task.init_checkpoint`` instead loads into the
+    whole task model, on a fresh model_dir only (docs/fine_tuning.md). Empty = random
+    initialisation. Nothing is downloaded. Defaults to ""."""
     ignore_mismatched_sizes: bool = False
     """Keep freshly initialised weights where the file's shapes differ (a new
     classifier head) instead of failing. Defaults to False."""
+    adapter: AdapterConfig = dataclasses.field(default_factory=AdapterConfig)
+    """A LoRA adapter over the model (library or built-in); unset: none."""
 
     def check(self) -> None:
         if not self.name:

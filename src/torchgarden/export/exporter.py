@@ -4,6 +4,8 @@
 <output>/model.safetensors   the weights + metadata (experiment, step, config hash, metrics)
 <output>/model.pt2           torch.export program of the Task's serving module (dynamic batch)
 <output>/model.onnx          the same through torch's ONNX exporter
+<output>/hf/                 with --format hf: the transformers model, save_pretrained's
+                             layout (torchgarden.export.hf)
 <output>/params.yaml         the experiment config the checkpoint was trained with
 <output>/export.json         manifest: formats, inputs/outputs (names, shapes, dtypes),
                              sha256 + size of each file, measured max |export - eager|
@@ -36,6 +38,7 @@ from torchgarden.core.serving import Serving
 from torchgarden.export import formats as fmt
 from torchgarden.export import verify
 from torchgarden.export.errors import ExportError
+from torchgarden.export.hf import find_library_model, write_hf
 from torchgarden.export.source import ExportSource, resolve_source
 from torchgarden.multitask import MultiTask, sub_model
 from torchgarden.utils.files import fsync_dir
@@ -167,6 +170,7 @@ def write_export(
     params_yaml: str | None = None,
     overwrite: bool = False,
     explicit_formats: bool = False,
+    merge_adapters: bool = True,
 ) -> ExportResult:
     """Writes ``serving`` (and ``weights``) as an export directory, atomically.
 
@@ -180,6 +184,8 @@ def write_export(
         overwrite: Replace ``output_dir`` if it holds a torchgarden export.
         explicit_formats: The caller named ``formats``: a missing ONNX package is then an
             error rather than a skipped format. Defaults to False.
+        merge_adapters: ``hf``: merge LoRA adapters into the weights (True, the default)
+            or write the adapter alone in PEFT's layout.
 
     Raises:
         ExportError: Unknown format, existing output, missing ONNX packages (explicit).
@@ -200,21 +206,13 @@ def write_export(
     stage = os.path.join(parent, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     os.makedirs(stage)
     try:
-        written: list[str] = []
-        for kind in chosen:
-            path = os.path.join(stage, fmt.FILE_NAMES[kind])
-            if kind == "safetensors":
-                fmt.write_safetensors(path, weights, metadata)
-            elif kind == "pt2":
-                fmt.write_pt2(path, serving, tuple(written))
-            else:
-                fmt.write_onnx(path, serving, list(expected), tuple(written))
-            written.append(kind)
+        written, checks = _write_formats(stage, chosen, serving, weights, metadata,
+                                         list(expected), merge_adapters)
         if params_yaml is not None:
             with open(os.path.join(stage, "params.yaml"), "w", encoding="utf-8") as f:
                 f.write(params_yaml)
         manifest = _manifest(serving, expected, written, skipped, metadata, stage)
-        manifest["verification"] = _measure(stage, written, serving, expected)
+        manifest["verification"] = {**_measure(stage, written, serving, expected), **checks}
         manifest["export_seconds"] = round(time.perf_counter() - started, 3)
         with open(os.path.join(stage, EXPORT_FILE), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True, default=str)
@@ -233,9 +231,33 @@ def write_export(
                         seconds=time.perf_counter() - started)
 
 
+def _write_formats(stage: str, chosen: Sequence[str], serving: Serving,
+                   weights: dict[str, torch.Tensor], metadata: dict[str, Any],
+                   output_names: list[str], merge_adapters: bool
+                   ) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Writes each chosen format into ``stage``; returns them and the checks made while
+    writing (``hf``'s reload)."""
+    written: list[str] = []
+    checks: dict[str, dict[str, float]] = {}
+    for kind in chosen:
+        path = os.path.join(stage, fmt.FILE_NAMES[kind])
+        if kind == "safetensors":
+            fmt.write_safetensors(path, weights, metadata)
+        elif kind == "pt2":
+            fmt.write_pt2(path, serving, tuple(written))
+        elif kind == "hf":
+            checks["hf"] = write_hf(path, serving.module, serving.example_inputs,
+                                    merge_adapters=merge_adapters)
+        else:
+            fmt.write_onnx(path, serving, output_names, tuple(written))
+        written.append(kind)
+    return written, checks
+
+
 def _manifest(serving: Serving, expected: dict[str, torch.Tensor], written: Sequence[str],
               skipped: dict[str, str], metadata: dict[str, Any], stage: str) -> dict[str, Any]:
-    files = {entry: _file_info(os.path.join(stage, entry)) for entry in sorted(os.listdir(stage))}
+    files = {os.path.relpath(os.path.join(top, entry), stage): _file_info(os.path.join(top, entry))
+             for top, _, names in os.walk(stage) for entry in sorted(names)}
     return {
         "torchgarden_export": _MANIFEST_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -272,6 +294,7 @@ def export_model(
     output_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     task_name: str | None = None,
+    merge_adapters: bool = True,
 ) -> ExportResult:
     """Exports a checkpoint of ``model_dir`` (see the module docstring).
 
@@ -294,6 +317,7 @@ def export_model(
         overwrite: Replace an existing torchgarden export at ``output_dir``.
         task_name: The task of a multi-task run to export (a ``task_routines`` name).
             Defaults to the first; the manifest's ``tasks`` lists them all.
+        merge_adapters: As in :func:`write_export`. Defaults to True.
 
     Returns:
         An :class:`ExportResult`.
@@ -307,12 +331,7 @@ def export_model(
     fmt.check_formats(formats if explicit else fmt.FORMATS)  # before reading anything
     source = resolve_source(model_dir, checkpoint, ema)
     task = registry.get_task(source.params.task, logging_dir=model_dir)
-    model = task.build_model()
-    try:
-        model.load_state_dict(source.weights)
-    except RuntimeError as e:
-        raise ExportError(f"{source.checkpoint_path} does not fit the model its config builds: "
-                          f"{' '.join(str(e).split())[:300]}") from e
+    model, source = _load_model(task, source, merge_adapters)
     names = list(task.tasks) if isinstance(task, MultiTask) else []
     task, model, weights, task_name = _one_task(task, model, source, task_name)
     target = os.fspath(output_dir) if output_dir is not None else default_output_dir(source)
@@ -321,6 +340,8 @@ def export_model(
     if output_dir is None:
         _check_no_link(source.model_dir, target)
     _check_output(os.path.abspath(target), overwrite)
+    if "hf" in fmt.check_formats(formats if explicit else fmt.FORMATS):
+        find_library_model(model)  # A model without one is refused before anything is written.
     serving = task.build_serving_module(model)
     metadata = {
         "experiment": source.experiment, "task": type(task).__name__, "step": source.step,
@@ -332,7 +353,29 @@ def export_model(
     return write_export(serving, weights, target,
                         formats=formats if explicit else fmt.FORMATS, metadata=metadata,
                         params_yaml=source.params.to_yaml(), overwrite=overwrite,
-                        explicit_formats=explicit)
+                        explicit_formats=explicit, merge_adapters=merge_adapters)
+
+
+def _load_model(task: Any, source: ExportSource, merge: bool
+                ) -> tuple[torch.nn.Module, ExportSource]:
+    """The task's model with the checkpoint's weights; LoRA adapters applied (and merged
+    with ``merge``), the source's weights then the whole model's."""
+    model, item = task.build_model(), None
+    adapter = getattr(getattr(source.params.task, "model", None), "adapter", None)
+    if getattr(adapter, "type", ""):
+        from torchgarden.models.lora import adapt_model, merge_adapters
+
+        model, item = adapt_model(model, source.params.task)
+    try:
+        (item or model).load_state_dict(source.weights)
+    except (RuntimeError, ValueError) as e:
+        raise ExportError(f"{source.checkpoint_path} does not fit the model its config builds: "
+                          f"{' '.join(str(e).split())[:300]}") from e
+    if item is None:
+        return model, source
+    model = merge_adapters(model) if merge else model
+    weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    return model, dataclasses.replace(source, weights=weights)
 
 
 def _check_no_link(model_dir: str, target: str) -> None:

@@ -32,11 +32,15 @@ from torchgarden.utils.suggest import did_you_mean
 __all__ = ["FORMATS", "ONNX_PACKAGES", "check_formats", "missing_onnx_packages",
            "write_onnx", "write_pt2", "write_safetensors"]
 
-#: Every format, in the order they are written.
+#: The default formats, in the order they are written.
 FORMATS = ("safetensors", "pt2", "onnx")
+#: Formats written only when named: ``hf`` (Hugging Face layout, transformers models).
+OPTIONAL_FORMATS = ("hf",)
+_ALL = (*FORMATS, *OPTIONAL_FORMATS)
 #: What ONNX export and its check need (the ``export`` extra).
 ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
-FILE_NAMES = {"safetensors": "model.safetensors", "pt2": "model.pt2", "onnx": "model.onnx"}
+FILE_NAMES = {"safetensors": "model.safetensors", "pt2": "model.pt2", "onnx": "model.onnx",
+              "hf": "hf"}
 _MAX_BATCH = 4096
 
 
@@ -54,12 +58,12 @@ def check_formats(formats: str | list[str] | tuple[str, ...]) -> tuple[str, ...]
     names = [f.strip() for f in formats.split(",")] if isinstance(formats, str) else list(formats)
     names = [n for n in names if n]
     if not names:
-        raise ExportError(f"--format needs at least one of {', '.join(FORMATS)}.")
+        raise ExportError(f"--format needs at least one of {', '.join(_ALL)}.")
     for name in names:
-        if name not in FORMATS:
-            raise ExportError(f"--format {name!r} is unknown.{did_you_mean(name, FORMATS)} "
-                              f"Formats: {', '.join(FORMATS)}.")
-    return tuple(f for f in FORMATS if f in names)
+        if name not in _ALL:
+            raise ExportError(f"--format {name!r} is unknown.{did_you_mean(name, _ALL)} "
+                              f"Formats: {', '.join(_ALL)}.")
+    return tuple(f for f in _ALL if f in names)
 
 
 def write_safetensors(path: str, weights: Mapping[str, torch.Tensor],

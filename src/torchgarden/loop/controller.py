@@ -31,6 +31,7 @@ from torchgarden.loop.logs import ProgressBar, format_output, to_host
 from torchgarden.loop.throughput import LoopMonitor
 from torchgarden.runtime.preemption import Preempted
 from torchgarden.summary import SummaryManager, SummaryManagerInterface
+from torchgarden.utils import startup
 from torchgarden.utils.logs import Logs
 
 __all__ = ["Controller", "Action"]
@@ -123,6 +124,7 @@ class Controller:
         self.preemption = preemption
         self.monitor = monitor or LoopMonitor()
         self.stop_training = False
+        self._startup: dict[str, float] = {}  # Reported, not yet written to a summary.
         self._progress = ProgressBar(sys.stdout.isatty() if progress_bar is None else progress_bar)
         step = self._current_step
         self.summary_manager = summary_manager or SummaryManager(
@@ -188,12 +190,13 @@ class Controller:
         """Restores ``checkpoint_path``, or the latest checkpoint, or initialises; returns
         the restored path (None: initialised)."""
         self._require("checkpoint_manager", "restore_checkpoint")
-        if checkpoint_path is not None:
-            self._log(f"restoring model from {checkpoint_path}...")
-            path = self.checkpoint_manager.restore(checkpoint_path)
-        else:
-            self._log("restoring or initializing model...")
-            path = self.checkpoint_manager.restore_or_initialize()
+        with startup.timed("restore"):
+            if checkpoint_path is not None:
+                self._log(f"restoring model from {checkpoint_path}...")
+                path = self.checkpoint_manager.restore(checkpoint_path)
+            else:
+                self._log("restoring or initializing model...")
+                path = self.checkpoint_manager.restore_or_initialize()
         if path is not None:
             self._log(f"restored model from {path} at step {self._current_step()}.")
             self._callbacks("on_checkpoint_restored", self._current_step(), path)
@@ -274,6 +277,7 @@ class Controller:
         rates, figures = self.monitor.end(current, new_step, self._final_step)
         self._log(f"train | step: {new_step: 6d} | {rates}output: {format_output(output)}")
         output.update(figures)
+        self._startup.update((k, v) for k, v in figures.items() if k.startswith("startup/"))
         # Train summaries are written when the loop crossed a multiple of summary_interval
         # (every loop without one), and at the last step of training.
         interval = self.summary_interval
@@ -281,7 +285,9 @@ class Controller:
             self._resume_summaries()
         elif (interval is None or new_step // interval > current // interval
               or new_step == self._final_step):
-            self._write(self.summary_manager, output, new_step)
+            # The start-up figures go with the first summary written, whichever loop's.
+            self._write(self.summary_manager, {**self._startup, **output}, new_step)
+            self._startup = {}
         self._progress.update(new_step - current, output.get("training_loss"))
         preempted_mid_loop = stopped_early and getattr(self.preemption, "requested", False)
         if not preempted_mid_loop:  # Else the resumed run finishes the loop and reports it.

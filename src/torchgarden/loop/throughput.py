@@ -10,15 +10,18 @@ left out of the rates and counted by the ETA, which runs on the wall clock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, tensorboard_trace_handler
+
+from torchgarden.utils import startup
 
 __all__ = [
     "PEAK_FLOPS_BF16", "LoopMonitor", "ProfilerWindow", "ThroughputMeter", "peak_flops_per_device",
@@ -204,7 +207,8 @@ class ProfilerWindow:
                 activities=self._activities, record_shapes=True,
                 on_trace_ready=tensorboard_trace_handler(self.trace_dir, self._worker_name),
             )
-            self._profiler.__enter__()
+            with _kineto_quiet():
+                self._profiler.__enter__()
         else:  # Paused between the window's loops.
             self._profiler.toggle_collection_dynamic(True, self._activities)
         self._range = record_function(f"train_steps {step + 1}-{step + num_steps}")
@@ -232,6 +236,22 @@ class ProfilerWindow:
         return path
 
 
+@contextlib.contextmanager
+def _kineto_quiet() -> Iterator[None]:
+    """Kineto (torch.profiler's backend) prints ``USDT: ... profiler_start``/``_stop`` to
+    stderr at each window, which reads like a failure: its documented switch,
+    ``KINETO_LOG_LEVEL``, read once when the first profiler starts, set above its highest
+    level for that start only. A level the user set, or ``--verbose``, is kept."""
+    if "KINETO_LOG_LEVEL" in os.environ or _logger.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    os.environ["KINETO_LOG_LEVEL"] = "6"  # Levels 0-5: verbose ... USDT.
+    try:
+        yield
+    finally:
+        os.environ.pop("KINETO_LOG_LEVEL", None)
+
+
 def _duration(seconds: float) -> str:
     """``3723.4`` -> ``"1:02:03"``."""
     seconds = max(int(round(seconds)), 0)
@@ -253,6 +273,8 @@ class LoopMonitor:
         self.profiler = profiler
         self._start = 0.0
         self._first: tuple[int, float] | None = None  # (step, time) the ETA counts from.
+        self._first_wall = 0.0  # time.time() when the first loop began (start-up ends).
+        self._reported_startup = False
         self._profiling = False
 
     def loop_length(self, step: int, length: int) -> int:
@@ -263,7 +285,7 @@ class LoopMonitor:
     def begin(self, step: int, num_steps: int) -> None:
         """Called right before ``trainer.train(num_steps)`` at global step ``step``."""
         if self._first is None:
-            self._first = (step, time.perf_counter())
+            self._first, self._first_wall = (step, time.perf_counter()), time.time()
         self._profiling = self.profiler is not None and self.profiler.covers(step, num_steps)
         if self._profiling:
             self.profiler.start(step, num_steps)  # type: ignore[union-attr]
@@ -284,6 +306,11 @@ class LoopMonitor:
         text = f"steps/sec: {steps_per_sec: 6.1f} | "
         text += "".join(shown.format(figures[key]) for key, shown in _SHOWN if key in figures)
         first_step, first_time = self._first or (new_step, now)
+        if not self._reported_startup:  # Where the seconds before the first step went.
+            figures.update(startup.report(self._first_wall, last=new_step == final_step))
+            self._reported_startup = "startup/seconds" in figures
+            if "startup/seconds" in figures:
+                text += f"start-up: {figures['startup/seconds']:.1f} s | "
         if final_step and first_step < new_step < final_step and now > first_time:
             left = (final_step - new_step) * (now - first_time) / (new_step - first_step)
             text += f"eta: {_duration(left)} | "

@@ -2,7 +2,8 @@
 
 ``transformers/<model_type>`` builds a Hugging Face model class from its config (pure
 PyTorch, random weights or a local ``pretrained_path``); ``torchvision/<builder>`` and
-``timm/<model>`` build those libraries' models where torchvision imports. Every library
+``timm/<model>`` build those libraries' models where torchvision imports; LoRA adapters
+come from PEFT (:mod:`torchgarden.models.lora`). Every library
 is an optional extra, imported on first use; names load lazily, so importing this package
 costs nothing.
 
@@ -22,7 +23,8 @@ from torchgarden.utils.lazy import lazy_names
 if TYPE_CHECKING:
     from torchgarden.models.adapters import CausalLM, FeatureLevels, Logits
     from torchgarden.models.library import build_backbone, build_causal_lm, build_image_classifier
+    from torchgarden.models.lora import TrainedState, adapt_model, merge_adapters
     from torchgarden.models.names import ModelName, parse_model_name
-    from torchgarden.models.weights import load_pretrained, read_state_dict
+    from torchgarden.models.weights import hf_model_config, load_pretrained, read_state_dict
 
 __getattr__, __all__ = lazy_names(__name__, __file__)

@@ -8,9 +8,11 @@
 Names are ``transformers/<model_type>``, ``torchvision/<builder>`` or ``timm/<model>``
 (:mod:`torchgarden.models.names`); ``settings`` are the library's own config keywords
 (``hidden_sizes``, ``depths``, ``hidden_size``, ``n_layer``, ...). Weights are random
-unless ``pretrained_path`` names a local ``.safetensors`` or state-dict file, which is
-loaded into the library model itself (so files written by ``save_pretrained`` or
-``torch.save(model.state_dict())`` load as they are).
+unless ``pretrained_path`` names local weights (a ``.safetensors`` file, a sharded
+``model.safetensors.index.json``, a state-dict file or a Hugging Face model directory;
+:mod:`torchgarden.models.weights`), loaded into the library model itself (so what
+``save_pretrained`` or ``torch.save(model.state_dict())`` writes loads as it is). A
+model directory's ``config.json`` gives the architecture; ``settings`` override it.
 
 Example:
     >>> model = build_image_classifier(
@@ -22,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,17 +42,42 @@ from torchgarden.models.vision_libraries import (
     build_torchvision,
     torchvision_feature_maps,
 )
-from torchgarden.models.weights import load_pretrained
+from torchgarden.models.weights import hf_model_config, load_pretrained
 
 __all__ = ["build_backbone", "build_causal_lm", "build_image_classifier"]
 
 
 def _maybe_load(model: nn.Module, pretrained_path: str, ignore_mismatched_sizes: bool,
                 key: str) -> nn.Module:
-    if pretrained_path:
+    """Loads a weights file (a model directory of transformers was loaded at build)."""
+    from_directory = os.path.isdir(pretrained_path) and \
+        type(model).__module__.startswith("transformers.")
+    if pretrained_path and not from_directory:
         load_pretrained(model, pretrained_path, ignore_mismatched_sizes=ignore_mismatched_sizes,
                         key=f"{key}.pretrained_path")
     return model
+
+
+def _directory_settings(pretrained_path: str, model_type: str, key: str) -> dict[str, Any]:
+    """The architecture in ``config.json`` of a model directory ``pretrained_path`` ({}
+    for a file), checked against the configured model type."""
+    found = hf_model_config(pretrained_path, key=f"{key}.pretrained_path") \
+        if pretrained_path else {}
+    found_type = found.pop("model_type", model_type)
+    if found_type != model_type:
+        raise ValueError(f"{key}.pretrained_path={pretrained_path!r} holds a {found_type!r} "
+                         f"model but {key}.name is transformers/{model_type}; set it to "
+                         f"transformers/{found_type}.")
+    return found
+
+
+def _transformers(model_type: str, head: str, settings: dict[str, Any], pretrained_path: str,
+                  ignore_mismatched_sizes: bool, key: str) -> nn.Module:
+    """A transformers model; from ``pretrained_path`` when it is a model directory."""
+    directory = pretrained_path if os.path.isdir(pretrained_path) else ""
+    return build_transformers_model(model_type, head=head, settings=settings,
+                                    key=f"{key}.name", pretrained_dir=directory,
+                                    ignore_mismatched_sizes=ignore_mismatched_sizes)
 
 
 def _has_default(model_type: str, attribute: str, key: str) -> bool:
@@ -82,11 +110,13 @@ def build_image_classifier(name: str, *, num_classes: int, input_size: Sequence[
     settings = dict(settings or {})
     channels, height, _ = (int(v) for v in input_size)
     if parsed.library == "transformers":
-        defaults: dict[str, Any] = {"num_labels": num_classes, "num_channels": channels}
+        defaults: dict[str, Any] = {
+            **_directory_settings(pretrained_path, parsed.model, key),
+            "num_labels": num_classes, "num_channels": channels}
         if _has_default(parsed.model, "image_size", f"{key}.name"):
             defaults["image_size"] = height
-        model = build_transformers_model(parsed.model, head="image_classification",
-                                         settings={**defaults, **settings}, key=f"{key}.name")
+        model = _transformers(parsed.model, "image_classification", {**defaults, **settings},
+                              pretrained_path, ignore_mismatched_sizes, key)
         in_channels = None
     elif parsed.library == "timm":
         model = build_timm(parsed.model, num_classes=num_classes, in_channels=channels,
@@ -142,12 +172,13 @@ def build_backbone(name: str, *, in_channels: int = 3,
     parsed = parse_model_name(name, key=f"{key}.name")
     settings = dict(settings or {})
     if parsed.library == "transformers":
-        settings = {"num_channels": in_channels, **settings}
+        settings = {**_directory_settings(pretrained_path, parsed.model, key),
+                    "num_channels": in_channels, **settings}
         if "out_features" not in settings and "out_indices" not in settings:
             stages = transformers_config(parsed.model, settings, key=f"{key}.name").stage_names
             settings["out_features"] = list(stages[1:])
-        model = build_transformers_model(parsed.model, head="backbone", settings=settings,
-                                         key=f"{key}.name")
+        model = _transformers(parsed.model, "backbone", settings, pretrained_path,
+                              ignore_mismatched_sizes, key)
         maps = _hf_feature_maps
     elif parsed.library == "timm":
         model = build_timm(parsed.model, num_classes=None, in_channels=in_channels,
@@ -190,12 +221,12 @@ def build_causal_lm(name: str, *, vocab_size: int, max_length: int,
         raise ValueError(f"{key}.name={name!r}: language models come from transformers "
                          "(transformers/gpt2, transformers/llama, transformers/bert).")
     # Special-token ids of the library's tokenizer do not exist in a local vocabulary.
-    defaults: dict[str, Any] = {"vocab_size": vocab_size, "is_decoder": True,
+    defaults: dict[str, Any] = {**_directory_settings(pretrained_path, parsed.model, key),
+                                "vocab_size": vocab_size, "is_decoder": True,
                                 "bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
     for length_key in ("n_positions", "max_position_embeddings"):
         if _has_default(parsed.model, length_key, f"{key}.name"):
             defaults[length_key] = max_length
-    model = build_transformers_model(parsed.model, head="causal_lm",
-                                     settings={**defaults, **dict(settings or {})},
-                                     key=f"{key}.name")
+    model = _transformers(parsed.model, "causal_lm", {**defaults, **dict(settings or {})},
+                          pretrained_path, ignore_mismatched_sizes, key)
     return CausalLM(_maybe_load(model, pretrained_path, ignore_mismatched_sizes, key))

@@ -15,13 +15,15 @@ weights (``weights``, ``pretrained``) is a one-line error that says to use
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["LIBRARIES", "ModelName", "check_no_download", "parse_model_name", "require_library"]
+__all__ = ["LIBRARIES", "ModelName", "check_no_download", "parse_model_name", "quiet_transformers",
+           "require_library"]
 
 #: Library -> (import name, pip extra).
 LIBRARIES: dict[str, tuple[str, str]] = {
@@ -83,6 +85,22 @@ def check_no_download(settings: Mapping[str, Any], *, key: str) -> None:
                 f"{key}.{name}={value!r} would download weights; torchgarden downloads "
                 "nothing at run time: remove it and set task.model.pretrained_path to a "
                 "local .safetensors or state-dict file.")
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' loading progress bars and load report off (torchgarden prints its
+    own one line a load; errors still raise)."""
+    logging_utils = importlib.import_module("transformers.utils.logging")
+    enabled, verbosity = logging_utils.is_progress_bar_enabled(), logging_utils.get_verbosity()
+    logging_utils.disable_progress_bar()
+    logging_utils.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging_utils.set_verbosity(verbosity)
+        if enabled:
+            logging_utils.enable_progress_bar()
 
 
 def require_library(library: str) -> ModuleType:

@@ -15,15 +15,19 @@ from torchgarden.optim.factory import (
     register_optimizer,
     set_learning_rate,
 )
+from torchgarden.optim.freezing import FreezeSchedule
+from torchgarden.optim.keras_rules import KerasAdam, KerasRMSprop, KerasSGD
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.loss_scale import LossScaleOptimizer
+from torchgarden.optim.model_garden_optimizers import SGDTorch
 from torchgarden.optim.model_garden_schedules import (
     InverseTimeDecay,
     PowerAndLinearDecay,
     PowerDecayWithOffset,
     StepCosineDecayWithOffset,
 )
+from torchgarden.optim.param_rules import apply_param_rules
 from torchgarden.optim.schedules import (
     ConstantSchedule,
     CosineDecay,
@@ -41,7 +45,11 @@ __all__ = [
     "CosineDecay",
     "ExponentialDecay",
     "ExponentialMovingAverage",
+    "FreezeSchedule",
     "InverseTimeDecay",
+    "KerasAdam",
+    "KerasRMSprop",
+    "KerasSGD",
     "LAMB",
     "LARS",
     "LearningRateSchedule",
@@ -53,8 +61,10 @@ __all__ = [
     "PowerAndLinearDecay",
     "PowerDecay",
     "PowerDecayWithOffset",
+    "SGDTorch",
     "StepCosineDecayWithOffset",
     "add_gradient_clipping",
+    "apply_param_rules",
     "build_learning_rate",
     "build_optimizer",
     "get_learning_rate",

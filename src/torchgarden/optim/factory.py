@@ -10,7 +10,8 @@ config        torch
 ``adamw``     ``torch.optim.AdamW(betas, eps, amsgrad, weight_decay=weight_decay_rate)``;
               parameters whose name matches an ``exclude_from_weight_decay`` regex (and
               no ``include_in_weight_decay`` one) go to a param group with
-              ``weight_decay=0``
+              ``weight_decay=0``; ``gradient_clip_norm`` (Model Garden's default 1.0;
+              0 is off) clips the global norm
 ``rmsprop``   ``torch.optim.RMSprop(alpha=rho, momentum, eps=epsilon, centered, weight_decay)``
 ``adagrad``   ``torch.optim.Adagrad(initial_accumulator_value, eps=epsilon, weight_decay)``
 ============  ==========================================================================
@@ -67,6 +68,7 @@ from torch import nn
 
 from torchgarden.optim._config_access import OPTIMIZATION_PATH, selected
 from torchgarden.optim.clipping import add_gradient_clipping
+from torchgarden.optim.keras_rules import keras_rule
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.param_groups import ParamGroups, build_param_groups, name_overrides
 
@@ -162,7 +164,8 @@ def _implementation(kind: str, param_groups: ParamGroups, fused: bool | None) ->
 
 def _sgd(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None,
          weight_decay: float) -> torch.optim.Optimizer:
-    return torch.optim.SGD(
+    keras = keras_rule("sgd", config, param_groups, lr=lr, fused=fused, weight_decay=weight_decay)
+    return keras or torch.optim.SGD(
         param_groups,
         lr=lr,
         momentum=config.momentum,
@@ -186,7 +189,9 @@ def _adam_moments(config: Any) -> dict[str, Any]:
 
 @register_optimizer("adam")
 def _build_adam(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
-    return torch.optim.Adam(
+    keras = keras_rule("adam", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay)
+    return keras or torch.optim.Adam(
         param_groups,
         lr=lr,
         weight_decay=config.weight_decay,
@@ -197,7 +202,9 @@ def _build_adam(config: Any, param_groups: ParamGroups, *, lr: float, fused: boo
 
 @register_optimizer("adamw")
 def _build_adamw(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
-    return torch.optim.AdamW(
+    keras = keras_rule("adamw", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay_rate)
+    return keras or torch.optim.AdamW(
         param_groups,
         lr=lr,
         weight_decay=config.weight_decay_rate,
@@ -208,7 +215,9 @@ def _build_adamw(config: Any, param_groups: ParamGroups, *, lr: float, fused: bo
 
 @register_optimizer("rmsprop")
 def _build_rmsprop(config: Any, param_groups: ParamGroups, *, lr: float, fused: bool | None):
-    return torch.optim.RMSprop(
+    keras = keras_rule("rmsprop", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay)
+    return keras or torch.optim.RMSprop(
         param_groups,
         lr=lr,
         alpha=config.rho,
@@ -264,7 +273,9 @@ def build_optimizer(
 
     Example:
         >>> from torchgarden.config import OptimizationConfig
-        >>> cfg = OptimizationConfig().override({"optimizer": {"sgd": {"momentum": 0.9}}})
+        >>> cfg = OptimizationConfig().override({
+        ...     "optimizer": {"type": "sgd", "sgd": {"momentum": 0.9}},
+        ...     "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.1}}})
         >>> opt = build_optimizer(cfg, nn.Linear(2, 1))
         >>> get_learning_rate(opt)
         0.1
@@ -285,42 +296,52 @@ def build_optimizer(
             f"The builder registered for optimizer type {kind!r} returned "
             f"{type(optimizer).__name__}; expected a torch.optim.Optimizer."
         )
+    _add_clips(optimizer, sub_config, f"{_OPTIMIZER_PATH}.{kind}")
+    return optimizer
+
+
+def _add_clips(optimizer: torch.optim.Optimizer, sub_config: Any, path: str) -> None:
+    """Model Garden adamw's ``gradient_clip_norm`` (a global-norm clip; 0 is off), then the
+    Keras clips (``clipnorm``, ``clipvalue``, ``global_clipnorm``): step pre-hooks run in
+    the order they are added, as Model Garden clips before Keras does."""
+    first = getattr(sub_config, "gradient_clip_norm", None)
+    if first is not None and first < 0:
+        raise ValueError(f"{path}.gradient_clip_norm must be >= 0 (0 does not clip), got "
+                         f"{first}.")
+    if first:
+        add_gradient_clipping(optimizer, global_clipnorm=first)
     add_gradient_clipping(
         optimizer,
         clipnorm=getattr(sub_config, "clipnorm", None),
         clipvalue=getattr(sub_config, "clipvalue", None),
-        global_clipnorm=_global_clipnorm(sub_config, f"{_OPTIMIZER_PATH}.{kind}"),
+        global_clipnorm=getattr(sub_config, "global_clipnorm", None),
     )
-    return optimizer
-
-
-def _global_clipnorm(sub_config: Any, path: str) -> float | None:
-    """``global_clipnorm``, or Model Garden adamw's ``gradient_clip_norm`` (one of them)."""
-    value = getattr(sub_config, "global_clipnorm", None)
-    legacy = getattr(sub_config, "gradient_clip_norm", None)
-    if value is not None and legacy is not None:
-        raise ValueError(f"{path} sets both global_clipnorm ({value}) and gradient_clip_norm "
-                         f"({legacy}); keep one of them.")
-    return legacy if value is None else value
 
 
 def set_learning_rate(optimizer: Any, lr: float) -> None:
-    """Writes ``lr`` into every param group (cheap enough to call every step).
+    """Writes ``lr`` into every param group (cheap enough to call every step), times the
+    group's ``lr_mult`` where it has one (``trainer.param_rules``,
+    :mod:`torchgarden.optim.param_rules`).
 
     A tensor-valued ``lr`` (capturable / compiled optimizers) is filled in place, so no
     host sync happens. Works for a :class:`LossScaleOptimizer` too.
     """
     for group in optimizer.param_groups:
+        rate = lr * group["lr_mult"] if "lr_mult" in group else lr
         if isinstance(group["lr"], torch.Tensor):
-            group["lr"].fill_(lr)
+            group["lr"].fill_(rate)
         else:
-            group["lr"] = lr
+            group["lr"] = rate
 
 
 def get_learning_rate(optimizer: Any) -> float:
-    """Returns the learning rate of the first param group.
+    """Returns the scheduled learning rate: the first param group's, divided by its
+    ``lr_mult`` (the first group with a non-zero one).
 
     A tensor-valued ``lr`` is read with ``.item()``, which syncs with the device.
     """
-    lr = optimizer.param_groups[0]["lr"]
-    return float(lr.item()) if isinstance(lr, torch.Tensor) else float(lr)  # may sync
+    groups = optimizer.param_groups
+    group = next((g for g in groups if g.get("lr_mult", 1.0) != 0), groups[0])
+    lr = group["lr"]
+    lr = float(lr.item()) if isinstance(lr, torch.Tensor) else float(lr)  # may sync
+    return lr / group.get("lr_mult", 1.0) if group.get("lr_mult", 1.0) else lr

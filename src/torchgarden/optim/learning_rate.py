@@ -67,7 +67,7 @@ def build_learning_rate(optimization_config: OptimizationConfig) -> LearningRate
     Example:
         >>> from torchgarden.config import OptimizationConfig
         >>> cfg = OptimizationConfig().override({
-        ...     "learning_rate": {"constant": {"learning_rate": 0.5}},
+        ...     "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.5}},
         ...     "warmup": {"type": "linear", "linear": {"warmup_steps": 10}}})
         >>> build_learning_rate(cfg)(5)
         0.25

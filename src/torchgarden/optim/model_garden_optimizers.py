@@ -12,6 +12,9 @@ config                        torch
 ``sgd_experimental``          ``torch.optim.SGD(momentum, nesterov)``
 ``adam_experimental``         ``torch.optim.Adam`` as ``adam``
 ``adamw_experimental``        ``torch.optim.AdamW(weight_decay=weight_decay)``
+``sgd_torch``                 :class:`SGDTorch`: torch SGD's step, weight decay only on
+                              ``weight_keys`` matches, momentum warmed up over
+                              ``warmup_steps`` (Model Garden's YOLO ``SGDTorch``)
 ============================  ===========================================================
 
 ``exclude_from_weight_decay`` / ``exclude_from_layer_adaptation`` /
@@ -43,10 +46,11 @@ from torchgarden.optim.factory import (
     _sgd,
     register_optimizer,
 )
+from torchgarden.optim.keras_rules import keras_rule
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.param_groups import ParamGroups
 
-__all__: list[str] = []
+__all__ = ["SGDTorch"]
 
 _logger = logging.getLogger("torchgarden")
 _PATH = f"{OPTIMIZATION_PATH}.optimizer"
@@ -117,6 +121,81 @@ def _build_adam_experimental(config: Any, param_groups: ParamGroups, *, lr: floa
 def _build_adamw_experimental(config: Any, param_groups: ParamGroups, *, lr: float,
                               fused: bool | None) -> torch.optim.Optimizer:
     _no_jit("adamw_experimental", config)
-    return torch.optim.AdamW(
+    keras = keras_rule("adamw", config, param_groups, lr=lr, fused=fused,
+                       weight_decay=config.weight_decay)
+    return keras or torch.optim.AdamW(
         param_groups, lr=lr, weight_decay=config.weight_decay, **_adam_moments(config),
         **_implementation("adamw", param_groups, fused))
+
+
+class SGDTorch(torch.optim.Optimizer):
+    """Model Garden's ``sgd_torch``: torch SGD with a momentum warmup.
+
+    At optimizer step ``t`` (from 0) the momentum is ``momentum_start + t * (momentum -
+    momentum_start) / warmup_steps`` while ``t <= warmup_steps``, then ``momentum``; the
+    update is ``d = g + weight_decay * p`` (the group's decay), ``buf = mu * buf + d``,
+    ``d = d + mu * buf`` with Nesterov else ``buf``, ``p -= lr * d``; the momentum buffer
+    starts at zero, as Model Garden's slot does.
+
+    Args:
+        params: Parameters or param groups.
+        lr: Learning rate.
+        momentum: Momentum after the warmup; 0 turns momentum off.
+        momentum_start: Momentum at step 0.
+        warmup_steps: Steps of the momentum ramp; 0 or less: no ramp.
+        nesterov: Use Nesterov momentum.
+        weight_decay: L2 term added to the gradient (a group may set its own).
+    """
+
+    def __init__(self, params: Any, *, lr: float, momentum: float = 0.9,
+                 momentum_start: float = 0.0, warmup_steps: int = 0, nesterov: bool = False,
+                 weight_decay: float = 0.0) -> None:
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"{_PATH}.sgd_torch.momentum must be in [0, 1], got {momentum}.")
+        defaults = {"lr": lr, "momentum": momentum, "momentum_start": momentum_start,
+                    "warmup_steps": warmup_steps, "nesterov": nesterov,
+                    "weight_decay": weight_decay}
+        super().__init__(params, defaults)
+
+    def _momentum(self, group: dict[str, Any], step: int) -> float:
+        end, start, warmup = group["momentum"], group["momentum_start"], group["warmup_steps"]
+        if warmup > 0 and step <= warmup:
+            return start + step * (end - start) / warmup
+        return end
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        """One update; ``closure`` re-evaluates the loss (optional)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                t = state.get("step", 0)
+                d = p.grad.add(p, alpha=group["weight_decay"]) if group["weight_decay"] else (
+                    p.grad.clone())
+                if group["momentum"] > 0:
+                    mu = self._momentum(group, t)
+                    buf = state.setdefault("momentum_buffer", torch.zeros_like(p))
+                    buf.mul_(mu).add_(d)
+                    d = d.add(buf, alpha=mu) if group["nesterov"] else buf
+                p.add_(d, alpha=-group["lr"])
+                state["step"] = t + 1
+        return loss
+
+
+@register_optimizer("sgd_torch")
+def _build_sgd_torch(config: Any, param_groups: ParamGroups, *, lr: float
+                     ) -> torch.optim.Optimizer:
+    if config.momentum > 0 and config.warmup_steps < 1:
+        raise ValueError(
+            f"{_PATH}.sgd_torch.warmup_steps is {config.warmup_steps}: Model Garden divides "
+            "by it at step 0 (the momentum becomes NaN); set it >= 1 (set momentum_start "
+            "equal to momentum for no ramp).")
+    return SGDTorch(param_groups, lr=lr, momentum=config.momentum,
+                    momentum_start=config.momentum_start, warmup_steps=config.warmup_steps,
+                    nesterov=config.nesterov, weight_decay=config.weight_decay)

@@ -35,7 +35,7 @@ def name_overrides(sub_config: Any) -> Overrides | None:
 
     Reads ``exclude_from_weight_decay`` (no decay: ``{"weight_decay": 0.0}``),
     ``include_in_weight_decay`` (a match always decays; for ``adafactor``, a single regex,
-    only matches decay) and ``exclude_from_layer_adaptation`` (``{"layer_adaptation":
+    only matches decay), ``weight_keys`` (``sgd_torch``: only matches decay) and ``exclude_from_layer_adaptation`` (``{"layer_adaptation":
     False}``; when the sub-config has the field but leaves it empty, the weight-decay
     exclusions apply, as in Model Garden's LAMB and LARS).
     """
@@ -43,10 +43,12 @@ def name_overrides(sub_config: Any) -> Overrides | None:
     include_value = getattr(sub_config, "include_in_weight_decay", None)
     include = _searches(include_value)
     only_included = isinstance(include_value, str)
+    if hasattr(sub_config, "weight_keys"):  # sgd_torch: only the weight_keys matches decay
+        include, only_included = _searches(sub_config.weight_keys), True
     has_adaptation = hasattr(sub_config, "exclude_from_layer_adaptation")
     no_adapt = _searches(getattr(sub_config, "exclude_from_layer_adaptation", None)) or (
         exclude if has_adaptation else [])
-    if not (exclude or include or no_adapt):
+    if not (exclude or include or no_adapt or only_included):
         return None
 
     def overrides(name: str) -> dict[str, Any]:

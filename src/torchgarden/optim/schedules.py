@@ -69,13 +69,15 @@ class LearningRateSchedule:
 
 
 class _OffsetSchedule(LearningRateSchedule):
-    """A schedule whose value at step ``s`` is the base value at ``max(s - offset, 0)``."""
+    """A schedule whose value at step ``s`` is the base value at ``s - offset``, as in Model
+    Garden's offset wrappers: before the offset Keras' formula runs on a negative step (a
+    stepwise schedule then gives its first value, an exponential one more than that)."""
 
     def __init__(self, offset: int) -> None:
         self.offset = int(offset)
 
     def _shift(self, step: int) -> int:
-        return max(step - self.offset, 0)
+        return step - self.offset
 
 
 class ConstantSchedule(LearningRateSchedule):

@@ -36,18 +36,23 @@ def write_report(
     png_dir: str | os.PathLike[str] | None = None, title: str = "torchgarden report",
 ) -> list[Run]:
     """Writes the HTML report of ``model_dirs`` to ``output`` (and the PNG charts to
-    ``png_dir``); returns the runs read.
+    ``png_dir``); returns the runs read. A study directory (``torchgarden tune``) adds its
+    trials table and objective-vs-parameter charts, and its trials' runs.
 
     Raises:
         FileNotFoundError: A model_dir is missing or holds nothing to report.
         ImportError: ``png_dir`` is given and matplotlib is not installed.
     """
+    from torchgarden.report.study import expand_studies, render_study
     from torchgarden.utils.files import atomic_write_text
 
-    runs = load_runs(model_dirs)
+    # A study directory (torchgarden tune) stands for its trials' runs, plus its table.
+    run_dirs, studies = expand_studies([os.fspath(d) for d in model_dirs])
+    runs = load_runs(run_dirs)
     if png_dir is not None:
         write_pngs(runs, png_dir)
     parent = os.path.dirname(os.path.abspath(output))
     os.makedirs(parent, exist_ok=True)
-    atomic_write_text(output, render_html(runs, title=title))
+    extra = "".join(render_study(directory, table) for directory, table in studies)
+    atomic_write_text(output, render_html(runs, title=title, extra=extra))
     return runs

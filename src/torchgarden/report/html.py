@@ -137,8 +137,9 @@ def _config_section(runs: list[Run]) -> str:
             f"{rows}</table>")
 
 
-def render_html(runs: list[Run], *, title: str = "torchgarden report") -> str:
-    """The whole page for ``runs`` (one or more), as a string."""
+def render_html(runs: list[Run], *, title: str = "torchgarden report", extra: str = "") -> str:
+    """The whole page for ``runs`` (one or more), as a string; ``extra`` (HTML, e.g. a
+    study's trials) goes first."""
     charts = build_charts(runs)
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     return f"""<!DOCTYPE html>
@@ -149,7 +150,7 @@ def render_html(runs: list[Run], *, title: str = "torchgarden report") -> str:
 </head><body>
 <h1>{html.escape(title)}</h1><div class=meta>{len(runs)} run(s) · written {stamp} by
 <code>torchgarden report</code></div>
-<h2>Runs</h2>{_runs_section(runs)}
+{extra}<h2>Runs</h2>{_runs_section(runs)}
 <h2>Final and best values</h2>{_summary_section(runs, summarize(runs, charts))}
 {_charts_section(charts)}
 {_images_section(runs)}

@@ -7,7 +7,9 @@ built objects and returns a new object; nothing else in torchgarden reads an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -38,12 +40,14 @@ from torchgarden.runtime import (
     setup_runtime,
 )
 from torchgarden.train_lib.model_dir import best_export_dir, eval_dir
+from torchgarden.utils import startup
 
 __all__ = [
     "build_ema",
     "build_eval_inputs",
     "build_eval_metrics",
     "build_forward_model",
+    "build_freeze_schedule",
     "build_inputs",
     "build_lr_schedule",
     "build_step_plan",
@@ -81,18 +85,25 @@ def create_trainer(
     """
     runtime = runtime or setup_runtime(params.runtime)
     trainer_cls = trainer_cls or Trainer
-    model = task.build_model().to(runtime.device)
-    schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
-    optimizer = create_optimizer(params, task, model) if train else None
-    eager_model = build_forward_model(model, runtime, optimizer)
-    ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
-    plan, step_fn = StepPlan(), None
-    if train:
-        plan, step_fn = build_step_plan(params, task, eager_model, optimizer, runtime,
-                                        ema=ema, trainer_cls=trainer_cls)
-    forward_model = eager_model
-    if params.runtime.enable_xla and (step_fn is None or params.runtime.compile_eval):
-        forward_model = torch.compile(eager_model, mode=params.runtime.compile_mode)
+    with startup.timed("model"):
+        model, items = _adapted(task.build_model(), params, runtime)
+        model = model.to(runtime.device)
+        schedule = build_lr_schedule(params, chief=runtime.is_chief) if train else None
+        freeze = build_freeze_schedule(params, model, runtime) if train else None
+        with _ever_trainable(freeze):
+            optimizer = create_optimizer(params, task, model, model_dir=model_dir) if train else None
+        eager_model = build_forward_model(model, runtime, optimizer)
+        with _ever_trainable(freeze):
+            ema = build_ema(params.trainer, model) if train else None  # Of the sharded parameters.
+        plan, step_fn = StepPlan(), None
+        if train:
+            plan, step_fn = build_step_plan(params, task, eager_model, optimizer, runtime,
+                                            ema=ema, trainer_cls=trainer_cls)
+        if hasattr(step_fn, "run_steps"):  # Its first graph call compiles: start-up too.
+            startup.expect("compile")
+        forward_model = eager_model
+        if params.runtime.enable_xla and (step_fn is None or params.runtime.compile_eval):
+            forward_model = torch.compile(eager_model, mode=params.runtime.compile_mode)
     return trainer_cls(
         task=task,
         model=model,
@@ -106,12 +117,80 @@ def create_trainer(
         step_fn=step_fn,
         forward_model=forward_model,
         plan=plan,
-        checkpoint_items=getattr(model, "checkpoint_items", None) or {},
+        checkpoint_items={**(getattr(model, "checkpoint_items", None) or {}), **items},
+        **({"freeze": freeze} if freeze is not None else {}),
         checkpoint_exporter=maybe_create_best_ckpt_exporter(
             params, model_dir if train or not model_dir else eval_dir(model_dir), runtime
         ),
         runtime=runtime,
     )
+
+
+def build_freeze_schedule(params: ExperimentConfig, model: nn.Module,
+                          runtime: RuntimeContext) -> optim.FreezeSchedule | None:
+    """``trainer.freeze`` and its unfreeze schedule, or None when nothing is frozen.
+
+    Raises:
+        ConfigError: A schedule the run cannot follow: under ``runtime.enable_xla`` (the
+            compiled step binds the trainable parameters once) or several processes (DDP
+            buckets them once).
+    """
+    cfg = params.trainer
+    if not cfg.freeze:
+        return None
+    unfreeze = [(s.step, s.patterns) for s in cfg.unfreeze_schedule]
+    if cfg.unfreeze_at_step is not None:
+        unfreeze.append((cfg.unfreeze_at_step, []))
+    if unfreeze and (params.runtime.enable_xla or runtime.is_distributed):
+        key = "trainer.unfreeze_schedule" if cfg.unfreeze_schedule else "trainer.unfreeze_at_step"
+        why = "runtime.enable_xla=true" if params.runtime.enable_xla else "several processes"
+        raise ConfigError(f"{key}: an unfreeze schedule cannot run under {why} (the trainable "
+                          "parameters are bound once); unset it or run eagerly in one process",
+                          key=key)
+    return optim.FreezeSchedule(model, freeze=cfg.freeze, unfreeze=unfreeze,
+                                freeze_batch_norm_stats=cfg.freeze_batch_norm_stats)
+
+
+def _apply_param_rules(params: ExperimentConfig, optimizer: Any, model: nn.Module,
+                       model_dir: str | None) -> None:
+    """``trainer.param_rules`` / ``layerwise_lr_decay`` on the built optimizer; the groups
+    are logged (``--verbose``) and written to ``model_dir/param_groups.json``."""
+    cfg = params.trainer
+    if not cfg.param_rules and cfg.layerwise_lr_decay == 1.0:
+        return
+    rules = [(r.pattern, r.lr_mult, r.decay_mult) for r in cfg.param_rules]
+    summary = optim.apply_param_rules(optimizer, model, rules=rules,
+                                      layerwise_lr_decay=cfg.layerwise_lr_decay)
+    for group in summary:
+        _logger.info("param group: lr x%.4g, weight_decay %s, %d tensors (%s%s)",
+                     group["lr_mult"], group["weight_decay"], group["num_params"],
+                     ", ".join(group["names"][:3]), ", ..." if group["num_params"] > 3 else "")
+    if model_dir and _is_chief():
+        os.makedirs(model_dir, exist_ok=True)
+        with open(os.path.join(model_dir, "param_groups.json"), "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+
+
+def _adapted(model: nn.Module, params: ExperimentConfig, runtime: RuntimeContext
+             ) -> tuple[nn.Module, dict[str, Any]]:
+    """``task.model.adapter`` (LoRA through PEFT) on the built model, and the checkpoint
+    items it changes (``model``: its trained tensors only, when that is enough)."""
+    adapter = getattr(getattr(params.task, "model", None), "adapter", None)
+    if adapter is None or not getattr(adapter, "type", ""):
+        return model, {}
+    from torchgarden.models.lora import adapt_model  # peft: only when an adapter is set.
+
+    model, item = adapt_model(model, params.task, report=runtime.is_chief)
+    return model, ({"model": item} if item is not model else {})
+
+
+def _is_chief() -> bool:
+    dist = torch.distributed
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+
+
+def _ever_trainable(freeze: Any) -> Any:
+    return freeze.all_trainable() if freeze is not None else contextlib.nullcontext()
 
 
 def recovery_bound(params: ExperimentConfig) -> LossBound | None:
@@ -137,8 +216,8 @@ def build_step_plan(
     """
     cfg, bound = params.trainer, recovery_bound(params)
     compiled = params.runtime.enable_xla
-    steps = choose_steps_per_call(model, cfg.steps_per_loop, params.runtime.steps_per_graph) \
-        if compiled else 1
+    steps = choose_steps_per_call(model, cfg.steps_per_loop, params.runtime.steps_per_graph,
+                                  train_steps=cfg.train_steps) if compiled else 1
     plan = StepPlan.build(
         steps_per_call=steps, accumulation_steps=cfg.gradient_accumulation_steps,
         check_loss=bound if cfg.recovery_check_every_step else None,
@@ -168,11 +247,13 @@ def build_lr_schedule(params: ExperimentConfig, *, chief: bool = True) -> Any:
     for step in sorted({0, cfg.train_steps // 2, cfg.train_steps}):
         rate = float(schedule(step))
         if not (math.isfinite(rate) and rate >= 0):
-            raise ConfigError(
-                f"trainer.optimizer_config.learning_rate.{kind}: the learning rate at step "
-                f"{step} is {rate}; a learning rate must be finite and >= 0",
-                key="trainer.optimizer_config.learning_rate",
-            )
+            key = f"trainer.optimizer_config.learning_rate.{kind}"
+            chosen = cfg.optimizer_config.learning_rate.get()
+            values = ", ".join(f"{name}={value!r}" for name, value in chosen.as_dict().items()
+                               if name != "name")
+            raise ConfigError(  # Each field was valid alone (ScheduleConfig.check).
+                f"{key}: {values} give the learning rate {rate} at step {step}; a learning "
+                "rate must be finite and >= 0", key=key)
     end = _decay_end(schedule)
     if chief and end is not None and end < cfg.train_steps:
         _logger.warning(
@@ -195,8 +276,17 @@ def _decay_end(schedule: Any) -> int | None:
     return None
 
 
-def create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
-    """``task.create_optimizer``; torch's refusal of a setting names the config key."""
+def create_optimizer(params: ExperimentConfig, task: Task, model: nn.Module, *,
+                     model_dir: str | None = None) -> Any:
+    """``task.create_optimizer``, then ``trainer.param_rules`` / ``layerwise_lr_decay``
+    (the groups written to ``model_dir/param_groups.json`` by the chief); torch's
+    refusal of a setting names the config key."""
+    optimizer = _task_optimizer(params, task, model)
+    _apply_param_rules(params, optimizer, model, model_dir)
+    return optimizer
+
+
+def _task_optimizer(params: ExperimentConfig, task: Task, model: nn.Module) -> Any:
     cfg = params.trainer
     try:
         return task.create_optimizer(optimizer_config_for(params), model, params.runtime)
@@ -245,7 +335,8 @@ def build_inputs(task: Task, data_config: DataConfig, runtime: RuntimeContext) -
             batch under ``drop_remainder``): found now, not at the first step.
     """
     context = InputContext(num_replicas=runtime.world_size, replica_id=runtime.rank)
-    loader = task.build_inputs(data_config, input_context=context)
+    with startup.timed("data"):
+        loader = task.build_inputs(data_config, input_context=context)
     if data_config.is_training:
         _check_yields_batches(loader, data_config)
     return loader

@@ -87,7 +87,9 @@ def run_experiment(
     with _guarded(model_dir, params, runtime, training=training, save_summary=save_summary):
         from torchgarden.runtime import setup_runtime, teardown_runtime  # Torch from here on.
         from torchgarden.train_lib import wiring
+        from torchgarden.utils import startup
         owned, runtime = runtime is None, runtime or setup_runtime(params.runtime)
+        startup.mark_imports()
         try:
             # Build: task, trainer, evaluator, checkpoint manager; closed after the block.
             with wiring.build_run(params, mode=mode, model_dir=model_dir, task=task,
@@ -209,9 +211,24 @@ def _run_mode(controller: Controller, trainer: Trainer, params: ExperimentConfig
     if mode == "eval":
         return controller.evaluate(steps=cfg.validation_steps)
     # continuous_eval: until a checkpoint at train_steps has been evaluated.
+    if controller.print_logs:
+        print(_continuous_eval_plan(controller.checkpoint_manager.directory, cfg), flush=True)
     return controller.evaluate_continuously(
         steps=cfg.validation_steps, timeout=cfg.continuous_eval_timeout,
         timeout_fn=lambda: int(trainer.global_step) >= cfg.train_steps)
+
+
+def _continuous_eval_plan(directory: str, cfg: Any) -> str:
+    """What ``continuous_eval`` waits for and when it stops (Model Garden's rule), said once."""
+    from torchgarden.checkpoint import latest_checkpoint
+
+    latest = latest_checkpoint(directory)
+    seen = f"newest now: {os.path.basename(latest)}" if latest else "none there yet"
+    return (f"torchgarden: continuous_eval: evaluating each new checkpoint in {directory} as "
+            f"it appears ({seen}); it stops once a checkpoint at trainer.train_steps="
+            f"{cfg.train_steps} was evaluated and no newer one came for trainer."
+            f"continuous_eval_timeout={cfg.continuous_eval_timeout} s. Until then it keeps "
+            "waiting, as Model Garden does (Ctrl-C stops it).")
 
 
 def _finish(controller: Controller, trainer: Trainer, params: ExperimentConfig, mode: str,

@@ -3,7 +3,8 @@
 ```
 <model_dir>/.torchgarden.lock     held by the one trainer writing here (see run_lock)
 <model_dir>/params.yaml           the resolved config (a file)
-<model_dir>/metrics.jsonl         every summary as a JSON line
+<model_dir>/metrics.jsonl         every summary written, one JSON object per line
+<model_dir>/compile_cache.bin     compiled code of an enable_xla run (compile/cache.py)
 <model_dir>/ckpt-<step>/          checkpoints
 <model_dir>/train/  validation/   TensorBoard events of the trainer
 <model_dir>/best_ckpt/            the trainer's best-checkpoint export
@@ -80,7 +81,9 @@ def check_model_dir(
     _check_path(model_dir)
     cfg = params.trainer
     if training:
-        files, written = ("params.yaml",), ("params.yaml", _METRICS_FILE, _LOCK_FILE)
+        files = ("params.yaml", "compile_cache.bin") if params.runtime.enable_xla else (
+            "params.yaml",)
+        written = (*files, _METRICS_FILE, _LOCK_FILE)
         dirs = ("train", cfg.validation_summary_subdir, cfg.best_checkpoint_export_subdir)
     else:
         files = ()
@@ -98,7 +101,7 @@ def check_model_dir(
         path = os.path.join(model_dir, name)
         if os.path.lexists(path) and not os.path.isfile(path):
             raise ModelDirError(
-                f"{path} exists and is not a file; the run writes its config there: move it "
+                f"{path} exists and is not a file; the run writes a file there: move it "
                 "aside or use another --model_dir."
             )
     for name in dirs:

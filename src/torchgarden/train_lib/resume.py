@@ -16,7 +16,9 @@ from typing import Any
 from torchgarden.checkpoint import latest_checkpoint, read_meta
 from torchgarden.config import ConfigError, ExperimentConfig
 from torchgarden.core import Task
+from torchgarden.distribute.collectives import is_chief
 from torchgarden.metrics import as_metric
+from torchgarden.utils.logs import flatten
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["ConfiguredOptimizer", "check_best_metric", "check_resume_compatible"]
@@ -54,7 +56,8 @@ def check_resume_compatible(
     saved = meta.get("config") if isinstance(meta, dict) else None
     if not isinstance(saved, dict):
         return
-    differences = _config_differences(saved, _plain(params.as_dict()))
+    current = _plain(params.as_dict())
+    differences = _config_differences(saved, current)
     if differences:
         raise ConfigError(
             f"cannot resume {path} under a different model or task ("
@@ -62,6 +65,12 @@ def check_resume_compatible(
             + (f"; and {len(differences) - 5} more" if len(differences) > 5 else "")
             + "). Use a new --model_dir, or set task.init_checkpoint to start from its weights."
         )
+    changed = _changed_settings(saved, current)
+    if changed and is_chief():
+        print(f"torchgarden: resuming {os.path.basename(path)} under settings changed since "
+              f"it was written: {'; '.join(changed[:6])}"
+              + (f"; and {len(changed) - 6} more" if len(changed) > 6 else "")
+              + " (the model is the same; these apply from here on).", flush=True)
 
 
 def _plain(data: Any) -> Any:
@@ -89,6 +98,15 @@ def _config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[
         for field in sorted(set(old) | set(new))
         if old.get(field) != new.get(field)
     ]
+
+
+def _changed_settings(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``key: old -> new`` for each setting outside the model that differs (a resumed run
+    may change steps, data or the optimizer, and says so)."""
+    old, new = flatten(saved, sep="."), flatten(current, sep=".")
+    return [f"{key}: {old.get(key)!r} -> {new.get(key)!r}"
+            for key in [*new, *(k for k in old if k not in new)]
+            if not key.startswith(("task.model.", "task._type")) and old.get(key) != new.get(key)]
 
 
 def _param_groups(state: Any) -> list[dict[str, Any]] | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from torchgarden.callbacks import ExportOnBest, RecoveryAction
 from torchgarden.checkpoint import CheckpointManager, CheckpointMismatchError
+from torchgarden.compile.cache import CompileCacheWriter, load_compile_cache
 from torchgarden.config import ExperimentConfig
 from torchgarden.config.multitask import MultiEvalExperimentConfig
 from torchgarden.core import Task, Trainer
@@ -107,6 +108,8 @@ def build_run(
     if evaluator is None:
         evaluator = create_evaluator(params, task, trainer, evaluate=evaluating,
                                      model_dir=model_dir)
+    if params.runtime.enable_xla:  # A restarted compiled run does not compile again.
+        load_compile_cache(model_dir)
     manager = build_checkpoint_manager(params, trainer, model_dir)
     resumed = manager.prepare_restore()
     if mode == "eval" and resumed is None and not params.task.init_checkpoint:
@@ -237,10 +240,14 @@ def build_controller(
         latest = run.checkpoint_manager.latest_checkpoint
         if latest is None:  # From task.init_checkpoint, whose message says what to fix.
             raise
+        from torchgarden.checkpoint.checkpoint import STRICT_HINT
+
+        problem = str(e).replace(STRICT_HINT, "").rstrip(". ")  # No strict= to pass here.
         raise CheckpointMismatchError(
-            f"{str(e).rstrip('. ')}. It cannot be resumed under this config: use a new "
-            f"model_dir (with task.init_checkpoint={latest} to start from its weights) or "
-            "the config it was written with.") from e
+            f"{problem}. It cannot be resumed under this config: use a new model_dir (with "
+            f"task.init_checkpoint={latest} to start from its weights: --params_override on "
+            "the command line, params.task.init_checkpoint in Python) or the config it was "
+            "written with.") from e
 
 
 def _run_callbacks(run: Run, params: ExperimentConfig,
@@ -258,6 +265,8 @@ def _run_callbacks(run: Run, params: ExperimentConfig,
     if chief:  # The run lock is held: no other writer.
         manager.remove_leftovers()  # Of a save or delete cut short by a kill.
     recovery, initial = build_recovery(params, trainer, manager, fresh_start=run.resumed is None)
+    compiled = getattr(trainer.step_fn, "guarded_calls", None) is not None
     added = (ConfigWriter(params, run.model_dir) if chief else None,
+             CompileCacheWriter(run.model_dir, trainer.step_fn) if chief and compiled else None,
              build_export_callback(params, run.evaluator, run.model_dir), initial)
     return [*callbacks, *(c for c in added if c is not None)], recovery

@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"experiments", "tasks"},
     {"export", "report"},
     {"train_lib"},
+    {"tune"},
     {"cli"},
     {"__init__", "__main__"},
 ]

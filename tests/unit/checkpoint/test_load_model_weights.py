@@ -55,5 +55,5 @@ def test_plain_state_dict_file_with_ddp_prefix(tmp_path):
     assert load_model_weights(target, file) == file
     assert torch.equal(target.head.bias, source.head.bias)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="has no 'ckpt-<N>' checkpoint"):
+    with pytest.raises(FileNotFoundError, match="no 'ckpt-<N>' in it"):
         load_model_weights(target, tmp_path / "empty")

@@ -80,6 +80,8 @@ def test_compiled_step_trains_like_the_eager_step_in_one_graph(aot_eager, optimi
     options = {"momentum": 0.9, "nesterov": True} if optimizer == "sgd" else {
         "weight_decay" if optimizer == "adam" else "weight_decay_rate": 0.01
     }
+    if optimizer == "adamw":  # Model Garden's default clip (1.0) is a step hook: not compiled
+        options["gradient_clip_norm"] = 0.0
     overrides = {"trainer": {"optimizer_config": {"optimizer": {optimizer: options}}}}
     eager_params, compiled_params = toy(optimizer, xla=False), toy(optimizer)
     eager_params.override(overrides)
@@ -313,6 +315,11 @@ def test_steps_per_call_is_chosen_from_the_model_and_steps_per_loop():
     assert choose_steps_per_call(small, 7, None) == 7
     assert choose_steps_per_call(large, 100, None) == 1  # 1M parameters and more.
     assert choose_steps_per_call(large, 100, 5) == 5
+    # Each unrolled step pays for its compile: 15,000 training steps per step in the graph.
+    assert choose_steps_per_call(small, 100, None, train_steps=20_000) == 1
+    assert choose_steps_per_call(small, 100, None, train_steps=80_000) == 5
+    assert choose_steps_per_call(small, 100, None, train_steps=1_000_000) == 10
+    assert choose_steps_per_call(small, 100, 10, train_steps=20_000) == 10  # as configured
     with pytest.raises(ValueError, match=r"steps_per_graph must be between 1 and .*\(4\)"):
         choose_steps_per_call(small, 4, 8)
 

@@ -303,7 +303,7 @@ def test_undecorated_subclass_is_reported():
 
 
 def test_diff_lists_changed_and_missing_keys():
-    base = ExperimentConfig()
+    base = ExperimentConfig().override("trainer.optimizer_config.optimizer.type=sgd")
     changed = base.replace(trainer={"train_steps": 10}, task={"train_data": {"input_path": ["x"]}})
     changed.trainer.optimizer_config.optimizer.type = "adam"
     result = diff(base, changed)

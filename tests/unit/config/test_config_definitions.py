@@ -33,7 +33,8 @@ def test_defaults_match_model_garden():
     assert cfg.task.train_data.shuffle_buffer_size == 100 and cfg.task.train_data.drop_remainder
     assert cfg.runtime.distribution_strategy == "auto" and cfg.runtime.mixed_precision_dtype is None
     opt = trainer.optimizer_config
-    assert opt.optimizer.type == "sgd" and opt.learning_rate.get().learning_rate == 0.1
+    assert opt.optimizer.type is None and opt.learning_rate.type is None  # as Model Garden's
+    assert opt.learning_rate.constant.learning_rate == 0.1
     assert opt.warmup.get() is None and opt.ema is None
     assert OptimizerConfig(type="adam").get().epsilon == 1e-7
     cfg.validate()
@@ -71,8 +72,8 @@ def test_summary_interval_must_be_a_multiple_with_suggestion():
             r"persistent_workers needs task\.train_data\.num_workers > 0",
         ),
         (
-            "runtime.distribution_strategy=mirrored",
-            r"'mirrored' is not one of auto, off, single, ddp, fsdp; did you mean 'ddp'",
+            "runtime.distribution_strategy=parameter_server",
+            r"'parameter_server' is not one of auto, off, single, ddp, fsdp; did you mean 'ddp'",
         ),
         ("runtime.distribution_strategy=fsdb", r"did you mean 'fsdp'"),
         ("runtime.device=cdua", r"runtime\.device: 'cdua' is not a device.*did you mean 'cuda'"),
@@ -105,7 +106,8 @@ def test_check_messages_use_local_keys_when_validated_directly():
 
 
 def test_one_of_type_errors_and_get():
-    opt = OptimizerConfig()
+    assert OptimizerConfig().get() is None  # no type: Model Garden's default too
+    opt = OptimizerConfig(type="sgd")
     assert isinstance(opt.get(), SGDConfig)
     opt.type = "adamw"
     assert opt.get() is opt.adamw
@@ -113,12 +115,13 @@ def test_one_of_type_errors_and_get():
         ConfigError,
         match=r"OptimizerConfig\.type: 'adan' is not one of sgd, sgd_experimental, adam, "
         r"adam_experimental, adamw, adamw_experimental, lamb, rmsprop, lars, adagrad, "
-        r"adafactor; did you mean 'adam'\?",
+        r"adafactor, sgd_torch; did you mean 'adam'\?",
     ):
         opt.type = "adan"
     with pytest.raises(ConfigError, match=r"trainer\.optimizer_config\.optimizer\.type: 'adan'"):
         ExperimentConfig().override("trainer.optimizer_config.optimizer.type=adan")
-    assert WarmupConfig().get() is None and WarmupConfig().get("linear.warmup_steps") == 0
+    # Model Garden leaves warmup_steps unset: building a warmup without it raises.
+    assert WarmupConfig().get() is None and WarmupConfig().get("linear.warmup_steps") is None
 
 
 def test_one_of_as_dict_exports_only_the_choice_and_round_trips():

@@ -43,9 +43,15 @@ def test_csv_quoted_number_stays_string_and_later_key_wins():
     assert parse_override("s='1e-4',k=1,k=2") == {"s": "1e-4", "k": 2}
 
 
-def test_csv_index_syntax_is_rejected_with_a_hint():
-    with pytest.raises(ConfigError, match=r"index syntax 'x\[0\]' is not supported.*x=\[\.\.\.\]"):
-        parse_override("x[0]=1")
+def test_csv_index_syntax_gives_a_list_as_model_garden_does_and_gaps_are_refused():
+    # Model Garden's params_dict_test: every index 0..n-1, in any order.
+    assert parse_override("a.b[2]=3,a.b[0]=1,a.b[1]=2") == {"a": {"b": [1, 2, 3]}}
+    assert parse_override("a.b[1]=3.45,a.b[2]=1.32,a.b[0]=2.232") == {
+        "a": {"b": [2.232, 3.45, 1.32]}}
+    with pytest.raises(ConfigError, match=r"a\.b\[i\] sets indices \[0, 2\].*a\.b=\[\.\.\.\]"):
+        parse_override("a.b[0]=1,a.b[2]=2")
+    with pytest.raises(ConfigError, match=r"'x\[y\]' needs an index >= 0"):
+        parse_override("x[y]=1")
 
 
 @pytest.mark.parametrize(

@@ -104,3 +104,17 @@ def test_column_batch_shapes_rows_and_names_missing_columns():
         collate([{"image": [0], "label": 1, "__key__": "a"}])
     with pytest.raises(ValueError, match=r"holds 3 values \(shape \(3,\)\), but task.model.input_size is \[1, 2, 2\]"):
         collate([{"npy": [1, 2, 3], "cls": 0}])
+
+
+def test_building_a_stream_loader_warns_nothing(make_params):
+    """torchdata's constructor calls the deprecated ``torch.set_vital``; its warning reads
+    like a failure on every streaming run and is silenced where the loader is built."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.set_vital("Dataloader", "enabled", "True")  # The warning exists in this torch...
+        build_dataloader(_Counting(), make_params(global_batch_size=2))  # ...but not here.
+    messages = [str(w.message) for w in caught]
+    assert any("set_vital" in m for m in messages[:1]), messages
+    assert not any("set_vital" in m for m in messages[1:]), messages

@@ -157,5 +157,13 @@ def test_adamw_include_in_weight_decay_wins_over_exclusion_and_gradient_clip_nor
                            "gradient_clip_norm": 1.0, "global_clipnorm": None}, model)
     decayed = {id(p) for g in opt.param_groups if g["weight_decay"] for p in g["params"]}
     assert decayed == {id(model[0].weight), id(model[0].bias), id(model[1].weight)}
-    with pytest.raises(ValueError, match="both global_clipnorm"):
-        _built("adamw", {"gradient_clip_norm": 1.0, "global_clipnorm": 2.0}, model)
+    # Model Garden clips to gradient_clip_norm, then Keras to global_clipnorm: the smaller wins.
+    for fields, expected in (({"gradient_clip_norm": 1.0, "global_clipnorm": 2.0}, 1.0),
+                             ({"gradient_clip_norm": 3.0, "global_clipnorm": 2.0}, 2.0),
+                             ({"gradient_clip_norm": 0.0}, 50.0), ({}, 1.0)):
+        opt = _built("adamw", fields, model)
+        for p in model.parameters():
+            p.grad = torch.full_like(p, 10.0)  # 10 parameters: global norm sqrt(1000)
+        opt.step()  # the clips run as step pre-hooks
+        norm = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+        assert norm == pytest.approx(min(expected, 1000 ** 0.5), rel=1e-5), fields

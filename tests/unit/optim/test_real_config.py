@@ -41,8 +41,15 @@ def test_real_config_builds_adamw_with_cosine_warmup():
     assert get_learning_rate(optimizer) == pytest.approx(schedule(3))
 
 
-def test_real_config_defaults_give_constant_sgd():
+def test_real_config_defaults_leave_the_types_unset_and_building_raises():
+    # Model Garden's OptimizationConfig() has no optimizer or schedule type either, and its
+    # factory raises: nothing silently becomes SGD at 0.1.
     config = optimization.OptimizationConfig()
+    with pytest.raises(ValueError, match=r"learning_rate\.type is not set"):
+        build_learning_rate(config)
+    with pytest.raises(ValueError, match=r"optimizer\.type is not set"):
+        build_optimizer(config, nn.Linear(2, 2), lr=0.1)
+    config.override({"optimizer": {"type": "sgd"}, "learning_rate": {"type": "constant"}})
     schedule = build_learning_rate(config)
-    assert schedule.is_constant and schedule(123) == 0.1
+    assert schedule.is_constant and schedule(123) == 0.1  # ConstantLrConfig's default, as MG
     assert isinstance(build_optimizer(config, nn.Linear(2, 2)), torch.optim.SGD)
