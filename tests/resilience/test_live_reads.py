@@ -1,7 +1,7 @@
 """Reports and exports of a run that is still training (issue 22 §3).
 
-A real trainer subprocess saves a checkpoint every step and keeps only the newest
-(``max_to_keep=1``), so retention deletes checkpoints as fast as it can while this
+A real trainer subprocess saves a checkpoint every step and keeps only the newest two
+(``max_to_keep=2``), so retention deletes checkpoints about as fast as it can while this
 process runs ``torchgarden export`` and ``torchgarden report`` on its model_dir over and
 over. Every call must exit 0 (or, before the first checkpoint, 2 with one line), every
 export must be complete and hold the weights of exactly one checkpoint step, and every
@@ -26,7 +26,7 @@ from torchgarden.cli.main import main
 
 TRAIN = ["train", "--experiment", "toy_regression", "--mode", "train", "--params_override",
          "trainer.train_steps=100000,trainer.steps_per_loop=1,trainer.summary_interval=1,"
-         "trainer.checkpoint_interval=1,trainer.max_to_keep=1,runtime.seed=3,"
+         "trainer.checkpoint_interval=1,trainer.max_to_keep=2,runtime.seed=3,"
          "runtime.num_threads=1"]
 ROUNDS = 25
 
@@ -101,7 +101,7 @@ def test_export_and_report_of_a_run_that_is_training(live_run, tmp_path, capsys)
     # run (same seed) that kept every checkpoint.
     reference = str(tmp_path / "reference")
     override = TRAIN[-1].replace("train_steps=100000", f"train_steps={steps[-1]}").replace(
-        "max_to_keep=1", "max_to_keep=100000")
+        "max_to_keep=2", "max_to_keep=100000")
     assert _call([*TRAIN[:5], "--model_dir", reference, "--params_override", override],
                  capsys)[0] == 0
     for step, weights in exported.items():

@@ -219,18 +219,21 @@ def resolve_source(model_dir: str, checkpoint: str = "auto",
     for _ in range(_RESCANS - 1):
         path = find_checkpoint(model_dir, checkpoint)
         try:
-            return _read_source(model_dir, path, ema)
+            return _read_source(model_dir, path, ema, verified=checkpoint in _CHOSEN)
         except (CheckpointError, OSError):
             # A live run's retention deleted it between the choice and the read: choose
             # again. (An open file stays readable, so a read that began completes.)
             if checkpoint not in _CHOSEN or os.path.lexists(path):
                 raise
             _logger.info("%s was deleted by its run while it was read; choosing again.", path)
-    return _read_source(model_dir, find_checkpoint(model_dir, checkpoint), ema)
+    return _read_source(model_dir, find_checkpoint(model_dir, checkpoint), ema,
+                        verified=checkpoint in _CHOSEN)
 
 
-def _read_source(model_dir: str, path: str, ema: bool | None) -> ExportSource:
-    CheckpointManager.verify(path)
+def _read_source(model_dir: str, path: str, ema: bool | None, *,
+                 verified: bool) -> ExportSource:
+    if not verified:  # A chosen checkpoint was verified as it was chosen: read it once more.
+        CheckpointManager.verify(path)
     params = _config_of(path) or _params_yaml(model_dir)
     if params is None:
         raise ExportError(f"{path}: its meta.json records no config and {model_dir} has no "
