@@ -70,8 +70,15 @@ class ExportResult:
 
 
 def default_output_dir(source: ExportSource) -> str:
-    """``<model_dir>/exports/<checkpoint name>``, e.g. ``runs/ic/exports/best_ckpt-2000``."""
-    return os.path.join(source.model_dir, "exports", os.path.basename(source.checkpoint_path))
+    """``<model_dir>/exports/<checkpoint name>``, e.g. ``runs/ic/exports/best_ckpt-2000``;
+    an ``ExportError`` if a directory on the way is a link (it stays in the model_dir)."""
+    exports = os.path.join(source.model_dir, "exports")
+    path = os.path.join(exports, os.path.basename(source.checkpoint_path))
+    for part in (exports, path):
+        if os.path.islink(part):
+            raise ExportError(f"{part} is a symbolic link (to {os.readlink(part)}); the default "
+                              "export stays in the model_dir: name one with --output.")
+    return path
 
 
 def _is_our_export(path: str) -> bool:
@@ -337,8 +344,6 @@ def export_model(
     target = os.fspath(output_dir) if output_dir is not None else default_output_dir(source)
     if output_dir is None and task_name is not None:
         target = os.path.join(target, task_name)
-    if output_dir is None:
-        _check_no_link(source.model_dir, target)
     _check_output(os.path.abspath(target), overwrite)
     if "hf" in fmt.check_formats(formats if explicit else fmt.FORMATS):
         find_library_model(model)  # A model without one is refused before anything is written.
@@ -376,17 +381,6 @@ def _load_model(task: Any, source: ExportSource, merge: bool
     model = merge_adapters(model) if merge else model
     weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     return model, dataclasses.replace(source, weights=weights)
-
-
-def _check_no_link(model_dir: str, target: str) -> None:
-    """The default output stays inside ``model_dir``: no directory on the way is a link."""
-    path = model_dir
-    for part in os.path.relpath(target, model_dir).split(os.sep):
-        path = os.path.join(path, part)
-        if os.path.islink(path):
-            raise ExportError(f"{path} is a symbolic link (to {os.readlink(path)}); the default "
-                              "export stays inside the model_dir: remove the link, or name the "
-                              "directory to write with --output.")
 
 
 def _one_task(task: Any, model: torch.nn.Module, source: ExportSource, task_name: str | None
