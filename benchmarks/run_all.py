@@ -2,7 +2,8 @@
 
 This is what ``make bench`` runs. Nothing here is a test: timings on a shared machine
 are noisy, so read the medians, the ranges and the load averages the scripts print.
-The TensorFlow comparison (``model_garden_tf.py``) needs its own environment and
+The TensorFlow comparisons (``model_garden_tf.py``, ``tfrecord_input.py``) need their own
+environment and
 ``instruction_count.py`` needs valgrind; both are run separately.
 
 Usage:

@@ -90,7 +90,7 @@ def build_params(train_steps: int = 100) -> tg.ExperimentConfig:
     params = tg.get_experiment("image_classification")
     params.override({
         "task": {
-            "model": {"architecture": "cnn", "hidden_sizes": [8]},
+            "model": {"backbone": {"type": "cnn"}, "hidden_sizes": [8]},
             # One validation batch holds the whole split (360 images).
             "validation_data": {"global_batch_size": 360},
         },

@@ -120,8 +120,8 @@ def eval_params(name: str, data_dir: Path, strategy: str = "single") -> tg.Exper
                 "validation_data": {"global_batch_size": 6}, "num_image_summaries": 0}
     else:  # Every candidate box scored (no threshold): a COCO AP that is neither 0 nor 1.
         task = {"model": {"input_size": [32, 32], "max_level": 3,
-                          "backbone_channels": [4, 8, 8], "fpn_channels": 8,
-                          "head_channels": 8, "num_head_convs": 1, "score_threshold": 0.0},
+                          "backbone_channels": [4, 8, 8], "decoder": {"fpn": {"num_filters": 8}},
+                          "head": {"num_filters": 8, "num_convs": 1}, "detection_generator": {"pre_nms_score_threshold": 0.0}},
                 "generated_data": {**generated, "image_size": 32},
                 "train_data": {"global_batch_size": 4},
                 "validation_data": {"global_batch_size": 6}, "num_image_summaries": 0}

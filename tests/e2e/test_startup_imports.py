@@ -19,6 +19,7 @@ NOT_IMPORTED = (
     "sklearn", "scipy", "pandas", "torch.distributed.checkpoint", "torchgarden.export",
     "onnx", "onnxruntime", "onnxscript", "transformers", "datasets", "torchdata", "torchvision",
     "timm", "matplotlib", "PIL", "pycocotools", "torchmetrics", "mlflow", "wandb", "safetensors",
+    "crc32c", "tfrecord",
 )
 
 

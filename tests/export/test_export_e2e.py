@@ -37,8 +37,8 @@ def _overrides(name: str, data_dir: pathlib.Path) -> dict:
     if name == "retinanet":  # score_threshold 0: every candidate goes through NMS
         return {"task": {
             "model": {"input_size": [32, 32], "max_level": 3, "backbone_channels": [4, 8, 8],
-                      "fpn_channels": 8, "head_channels": 8, "num_head_convs": 1,
-                      "score_threshold": 0.0},
+                      "decoder": {"fpn": {"num_filters": 8}}, "head": {"num_filters": 8, "num_convs": 1},
+                      "detection_generator": {"pre_nms_score_threshold": 0.0}},
             "generated_data": {"data_dir": str(data_dir), "num_train": 8, "num_validation": 4,
                                "image_size": 32, "max_objects": 2},
             "train_data": {"global_batch_size": 4},

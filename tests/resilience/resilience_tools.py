@@ -33,12 +33,12 @@ TOY = COMMON + ",task.train_data.shuffle=true"
 #: The digits MLP (Adam, cosine decay with warmup, dropout), shuffled by default.
 DIGITS = (
     COMMON + ",task.train_data.global_batch_size=32,task.model.hidden_sizes=[16],"
-    "task.model.dropout=0.1,trainer.optimizer_config.learning_rate.cosine.decay_steps=60,"
+    "task.model.dropout_rate=0.1,trainer.optimizer_config.learning_rate.cosine.decay_steps=60,"
     "trainer.optimizer_config.warmup.linear.warmup_steps=10"
 )
 #: Digits and parity heads on one backbone, interleaved by the seeded task sampler.
 MULTITASK = (
-    COMMON + ",task.model.hidden_sizes=[16],task.model.dropout=0.1,"
+    COMMON + ",task.model.hidden_sizes=[16],task.model.dropout_rate=0.1,"
     "trainer.optimizer_config.learning_rate.cosine.decay_steps=60,"
     "trainer.optimizer_config.warmup.linear.warmup_steps=10"
 )

@@ -149,7 +149,7 @@ CASES = [
     Case("negative_label", source(lambda t: digits_npz(t, labels=[-1] + [1] * 19)),
          ("data.npz", "[-1, 1]")),
     Case("image_shape_vs_input_size", source(lambda t: digits_npz(t, x_shape=(20, 3, 8, 8))),
-         ("data.npz", "(3, 8, 8)", "task.model.input_size=[3, 8, 8]")),
+         ("data.npz", "[3, 8, 8]", "task.model.input_size=[8, 8, 3]")),
     Case("npz_without_the_image_key",
          lambda d, t: [*DIGITS, "--model_dir", d,
                        *digits_source(npz(f"{t}/data.npz", x=np.zeros((4, 8, 8)), y=np.zeros(4)),

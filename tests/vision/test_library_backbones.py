@@ -27,10 +27,16 @@ def test_retinanet_task_builds_a_transformers_backbone_on_levels_2_to_4():
     assert outputs["detection_boxes"].shape == (2, 100, 4)
 
 
-def test_retinanet_rejects_levels_the_backbone_lacks():
+def test_retinanet_rejects_levels_below_the_backbone_and_adds_coarser_ones():
     backbone = build_backbone("transformers/resnet", settings=_TINY)
     with pytest.raises(ValueError, match=r"has levels \['2', '3', '4', '5'\] but"):
-        RetinaNet(num_classes=3, backbone=backbone, min_level=3, max_level=6)
+        RetinaNet(num_classes=3, backbone=backbone, min_level=1, max_level=4)
+    # Levels above the backbone's coarsest are Model Garden's P6/P7: stride-2 convs.
+    model = RetinaNet(num_classes=3, backbone=backbone, min_level=3, max_level=7).train()
+    outputs = model(torch.zeros(2, 3, 128, 128))
+    assert {k: tuple(v.shape[-2:]) for k, v in outputs["cls_outputs"].items()} == {
+        "3": (16, 16), "4": (8, 8), "5": (4, 4), "6": (2, 2), "7": (1, 1)}
+    assert sorted(model.fpn.coarser) == ["6", "7"]
 
 
 def test_segmentation_on_a_library_backbone_returns_full_resolution_logits():

@@ -23,7 +23,7 @@ def tiny_params(data_dir, **task_overrides):
     params.override({
         "task": {
             "model": {"input_size": [32, 32], "max_level": 3, "backbone_channels": [4, 8, 8],
-                      "fpn_channels": 8, "head_channels": 8, "num_head_convs": 1},
+                      "decoder": {"fpn": {"num_filters": 8}}, "head": {"num_filters": 8, "num_convs": 1}},
             "generated_data": {"data_dir": str(data_dir), "num_train": 8, "num_validation": 4,
                                "image_size": 32, "max_objects": 2},
             "train_data": {"global_batch_size": 4},
@@ -55,10 +55,12 @@ def test_registered_experiment_defaults():
 @pytest.mark.parametrize("override, message", [
     ("task.model.backbone_channels=[8,16]", r"task.model.backbone_channels needs one entry "
                                             r"per level 1..4"),
-    ("task.losses.unmatched_threshold=0.6", "task.losses.unmatched_threshold .0.6. and "
-                                            "match_threshold"),
-    ("task.train_data.aug_scale_min=0", r"task.train_data.aug_scale_min \(0.0\) must be > 0"),
-    ("task.model.input_size=[64]", r"task.model.input_size must be \[height, width\]"),
+    ("task.train_data.parser.unmatched_threshold=0.6",
+     r"task.train_data.parser.unmatched_threshold must be in \[0, match_threshold \(0.5\)\]"),
+    ("task.train_data.parser.aug_scale_min=0",
+     r"task.train_data.parser.aug_scale_min must be > 0 and <= aug_scale_max"),
+    ("task.model.input_size=[64]",
+     r"task.model.input_size must be \[height, width, 3\] or \[height, width\]"),
 ])
 def test_config_errors_name_the_key(override, message):
     params = tg.get_experiment("retinanet")

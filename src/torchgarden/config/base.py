@@ -387,7 +387,9 @@ def _nest_dotted(data: Mapping[str, Any], prefix: str) -> dict[str, Any]:
             )
         head, dot, rest = key.partition(".")
         if not dot:
-            result[key] = value
+            present = result.get(key)  # `a.b` seen first: merge, never drop it
+            both = isinstance(present, Mapping) and isinstance(value, Mapping)
+            result[key] = {**value, **present} if both else value
             continue
         present = result.get(head, {})
         if not isinstance(present, Mapping):

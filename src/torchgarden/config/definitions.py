@@ -74,16 +74,18 @@ class DataConfig(Config):
     """Keep decoded examples in memory after the first epoch."""
     cycle_length: int | None = None
     """Files read at once, interleaved, by a streamed source (``tfrecord``), as tf.data's
-    ``interleave``; None reads as many as there are files in each worker's share (tf.data
-    uses the CPU count; the set of records is the same, their order differs)."""
+    ``interleave``; None: the number of CPU cores this process may use (tf.data's
+    AUTOTUNE)."""
     block_length: int = 1
     """Consecutive records taken from each interleaved file before moving to the next."""
     skip_bad_records: bool = False
-    """For ``tfrecord``: skip a record whose CRC or framing is bad and count it
-    (``data/skipped_records`` in the metrics) instead of stopping with the file and offset.
-    For ``webdataset``: skip the rest of a tar shard that is missing, truncated or corrupt
-    when it is reached, with one warning naming it and the examples it gave, instead of
-    stopping with one line naming it. A torchgarden addition; Model Garden stops."""
+    """For ``tfrecord``: skip a record whose CRC or framing is bad, or that is no valid
+    example, with a warning naming its file and offset, and count it
+    (``data/skipped_records`` in the train metrics: this epoch, all workers) instead of
+    stopping there. For ``webdataset``: skip the rest of a tar shard that is missing,
+    truncated or corrupt when it is reached, with a warning naming it and the examples it
+    gave, instead of stopping with one line naming it. A torchgarden addition; Model
+    Garden stops."""
     seed: int | None = None
     """Seed of the shuffling order; None derives it from the runtime seed."""
     deterministic: bool | None = None

@@ -181,6 +181,12 @@ class Trainer(Evaluator):
         iterator = self._train_iterator
         return iterator.wait_seconds if iterator is not None else 0.0
 
+    @property
+    def data_counters(self) -> dict[str, float]:
+        """What the train loader's stream counts (``data/skipped_records``), or {}."""
+        counters = getattr(self._train_iterator, "counters", None)  # a DataIterator's
+        return counters() if callable(counters) else {}
+
     def close(self) -> None:
         """Shuts the train loader's worker processes down; a later ``train()`` starts new
         ones at the same position (``run_experiment`` calls it when it ends)."""

@@ -21,6 +21,9 @@ from torchgarden.data.loader import (
     tuple_collate,
 )
 from torchgarden.data.sampler import ResumableSampler
+from torchgarden.data.tfrecord import TFRecordError, read_records, write_tfrecord
+from torchgarden.data.tfrecord_input import build_tfrecord_loader
+from torchgarden.data.tfrecord_stream import TFRecordStream
 from torchgarden.data.transfer import make_batch_mover, move_to_device
 
 __all__ = [
@@ -31,11 +34,16 @@ __all__ = [
     "InputContext",
     "ResumableDataLoader",
     "ResumableSampler",
+    "TFRecordError",
+    "TFRecordStream",
     "build_dataloader",
+    "build_tfrecord_loader",
     "load_digits_arrays",
     "load_npz_arrays",
     "make_batch_mover",
     "make_toy_regression",
     "move_to_device",
+    "read_records",
     "tuple_collate",
+    "write_tfrecord",
 ]

@@ -203,7 +203,8 @@ def _image(value: Any, shape: Sequence[int]) -> torch.Tensor:
         array = np.asarray(value, dtype=np.float32)
     if array.size != int(np.prod(shape)):
         raise ValueError(f"an example holds {array.size} values (shape {tuple(array.shape)}), but "
-                         f"task.model.input_size is {list(shape)}; set it to the images' shape.")
+                         f"task.model.input_size asks for [channels, height, width] "
+                         f"{list(shape)}; set it to the images' [height, width, channels].")
     return torch.from_numpy(np.ascontiguousarray(array.reshape(tuple(shape))))
 
 

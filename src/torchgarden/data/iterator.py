@@ -72,6 +72,13 @@ class DataIterator:
         pipeline's share of a train loop (``throughput/data_wait_fraction``)."""
         return self._wait_seconds
 
+    def counters(self) -> dict[str, float]:
+        """Counts the loader's stream reports: ``data/skipped_records`` (bad records a
+        TFRecord source with ``skip_bad_records`` skipped so far this epoch, all workers)."""
+        if not getattr(getattr(self.loader, "dataset", None), "skip_bad", False):
+            return {}
+        return {"data/skipped_records": float(_sum_key(self.loader.state_dict(), "skipped"))}
+
     @property
     def epoch(self) -> int:
         """The epoch the next batch comes from (0-based)."""
@@ -297,6 +304,16 @@ class DataIterator:
             world_size, epoch,
         )
         return {"epoch": epoch, "batches_in_epoch": 0}
+
+
+def _sum_key(state: Any, key: str) -> int:
+    """The sum of the int values under ``key`` anywhere in a nested state."""
+    if isinstance(state, dict):
+        own = state.get(key, 0) if isinstance(state.get(key, 0), int) else 0
+        return own + sum(_sum_key(v, key) for k, v in state.items() if k != key)
+    if isinstance(state, list | tuple):
+        return sum(_sum_key(v, key) for v in state)
+    return 0
 
 
 def _world_size() -> int:

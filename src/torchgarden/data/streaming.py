@@ -78,6 +78,9 @@ def shard_for_replica(dataset: IterableDataset, context: InputContext) -> Iterab
     example is read by one replica. Any other ``IterableDataset`` must shard itself
     (read ``torch.distributed.get_rank()``).
     """
+    own = getattr(dataset, "shard_for_replica", None)
+    if callable(own):  # A stream that shards itself (data.tfrecord_stream.TFRecordStream).
+        return own(context.replica_id, context.num_replicas)
     if context.num_replicas == 1 or not _is_hugging_face(dataset):
         return dataset
     from datasets.distributed import split_dataset_by_node
@@ -92,6 +95,9 @@ def worker_options(params: Any, num_workers: int, pin_memory: bool) -> dict[str,
     if num_workers > 0:
         options["persistent_workers"] = bool(getattr(params, "persistent_workers", False))
         prefetch_factor = getattr(params, "prefetch_factor", None)
+        buffer = getattr(params, "prefetch_buffer_size", None)
+        if prefetch_factor is None and buffer:  # Model Garden's depth, in batches in total.
+            prefetch_factor = -(-int(buffer) // num_workers)
         if prefetch_factor is not None:
             options["prefetch_factor"] = prefetch_factor
         # Out-of-order delivery is faster but makes resume inexact.
@@ -133,6 +139,7 @@ def build_streaming_loader(
     *,
     input_context: InputContext | None = None,
     collate_fn: Callable[[list[Any]], Any] | None = None,
+    drop_last: bool | None = None,
 ) -> Any:
     """This replica's resumable loader of per-replica batches from a stream.
 
@@ -146,6 +153,8 @@ def build_streaming_loader(
         params: The data config.
         input_context: This replica's place; None reads ``torch.distributed``.
         collate_fn: Batches a list of examples; None means torch's ``default_collate``.
+        drop_last: Drop each worker's short last batch; None: when training with
+            ``drop_remainder``.
 
     Returns:
         A ``torchdata`` ``StatefulDataLoader`` with ``set_epoch`` (``DataIterator`` calls
@@ -158,8 +167,9 @@ def build_streaming_loader(
     num_workers = getattr(params, "num_workers", 0) or 0
     seed = getattr(params, "seed", None) or 0
     options = worker_options(params, num_workers, bool(getattr(params, "pin_memory", False)))
-    drop_last = bool(getattr(params, "is_training", False)) and bool(
-        getattr(params, "drop_remainder", True))
+    if drop_last is None:
+        drop_last = bool(getattr(params, "is_training", False)) and bool(
+            getattr(params, "drop_remainder", True))
     return _loader_class()(
         dataset,
         batch_size=batch_size,

@@ -5,12 +5,20 @@ The matching Task classes live in ``torchgarden.tasks`` and register for these c
 classes when that package is imported (``get_task`` does it on demand).
 """
 
+from torchgarden.experiments.augmentation import (
+    AugmentationConfig,
+    AutoAugmentConfig,
+    MixupAndCutmixConfig,
+    RandAugmentConfig,
+    RandomErasingConfig,
+)
 from torchgarden.experiments.image_classification import (
     ImageClassificationConfig,
     ImageClassificationDataConfig,
     ImageClassificationModelConfig,
     image_classification,
 )
+from torchgarden.experiments.imagenet import imagenet_experiment
 from torchgarden.experiments.language_model import (
     LanguageModelConfig,
     LanguageModelDataConfig,
@@ -41,10 +49,16 @@ from torchgarden.experiments.semantic_segmentation import (
 from torchgarden.experiments.toy import ToyRegressionConfig, toy_regression
 
 __all__ = [
+    "AugmentationConfig",
+    "AutoAugmentConfig",
+    "MixupAndCutmixConfig",
+    "RandAugmentConfig",
+    "RandomErasingConfig",
     "ImageClassificationConfig",
     "ImageClassificationDataConfig",
     "ImageClassificationModelConfig",
     "image_classification",
+    "imagenet_experiment",
     "ToyRegressionConfig",
     "toy_regression",
     "GeneratedShapesConfig",

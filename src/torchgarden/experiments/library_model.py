@@ -21,9 +21,10 @@ from typing import Any
 
 from torchgarden.config import Config
 from torchgarden.config.errors import ConfigError, not_one_of
+from torchgarden.models.backbones import Backbone
 from torchgarden.models.names import check_no_download, parse_model_name
 
-__all__ = ["AdapterConfig", "LibraryModelConfig"]
+__all__ = ["AdapterConfig", "LibraryBackbone", "LibraryModelConfig"]
 
 _ADAPTERS = ("", "lora")
 
@@ -98,3 +99,48 @@ class LibraryModelConfig(Config):
             check_no_download(self.library_config, key=self.field_path("library_config"))
         except ValueError as e:
             raise ConfigError(str(e), key=key) from e
+
+
+#: The library-model keys a `LibraryBackbone` keeps beside Model Garden's one-of.
+_LIBRARY_KEYS = ("name", "library_config", "pretrained_path", "ignore_mismatched_sizes")
+
+
+@dataclasses.dataclass
+class LibraryBackbone(Backbone):
+    """A RetinaNet or segmentation backbone: Model Garden's one-of, or a library model.
+
+    ``type: resnet`` (with its ``resnet`` block) builds Model Garden's ResNet with
+    transformers; ``type`` unset builds the library model ``name`` names, or the task's
+    small built-in backbone when ``name`` is empty.
+    """
+
+    name: str = ""
+    """``library/model`` when ``type`` is unset (``transformers/resnet``, ``timm/resnet18``);
+    empty = the built-in backbone. Defaults to ""."""
+    library_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keywords of the library's model config. Defaults to {}."""
+    pretrained_path: str = ""
+    """A local weights file of the library model (or of Model Garden's ResNet); empty =
+    random initialisation. Defaults to ""."""
+    ignore_mismatched_sizes: bool = False
+    """Keep fresh weights where the file's shapes differ. Defaults to False."""
+
+    @classmethod
+    def alternatives(cls) -> tuple[str, ...]:
+        return tuple(name for name in super().alternatives() if name not in _LIBRARY_KEYS)
+
+    def _export_names(self) -> list[str]:
+        return [*super()._export_names(), *_LIBRARY_KEYS]
+
+    def check(self) -> None:
+        super().check()
+        if self.type is None:
+            LibraryModelConfig.check(self)  # type: ignore[arg-type]
+        elif self.type != "resnet":
+            key = self.field_path("type")
+            raise ConfigError(f"{key}: {self.type!r} has no multi-level (feature pyramid) "
+                              "backbone in transformers here; use resnet", key=key)
+        elif self.name or self.library_config:
+            key = self.field_path("name")
+            raise ConfigError(f"{key} ({self.name!r}) and type ({self.type!r}) both name the "
+                              "backbone; keep one", key=key)

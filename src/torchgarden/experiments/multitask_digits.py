@@ -23,6 +23,7 @@ from torchgarden.config.multitask import (
 )
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments.image_classification import (
+    ClassificationEvaluation,
     ImageClassificationConfig,
     ImageClassificationDataConfig,
     ImageClassificationModelConfig,
@@ -47,8 +48,9 @@ class DigitParityConfig(ImageClassificationConfig):
 
     model: ImageClassificationModelConfig = dataclasses.field(
         default_factory=lambda: ImageClassificationModelConfig(num_classes=2))
-    top_k: int = 0
-    """No top-k metric for two classes. Defaults to 0."""
+    evaluation: ClassificationEvaluation = dataclasses.field(
+        default_factory=lambda: ClassificationEvaluation(top_k=0))
+    """No top-k metric for two classes (``top_k: 0``)."""
 
 
 @dataclasses.dataclass

@@ -19,19 +19,32 @@ This module is torch-free: it only defines configs and registers the experiment.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from torchgarden.config import (
     Config,
     DataConfig,
     ExperimentConfig,
+    OptimizationConfig,
     RuntimeConfig,
     TaskConfig,
+    TrainerConfig,
 )
-from torchgarden.config.errors import ConfigError
+from torchgarden.config.errors import ConfigError, ConfigKeyError, choose, require
+from torchgarden.config.notices import ModelGardenKey, ignored, mapped
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import auto_source, check_source
-from torchgarden.experiments.library_model import LibraryModelConfig
+from torchgarden.experiments.augmentation import AugmentationConfig
+from torchgarden.experiments.library_model import LibraryBackbone
+from torchgarden.experiments.retinanet_blocks import (
+    Anchor,
+    Decoder,
+    DetectionGenerator,
+    RetinaNetHeadConfig,
+)
 from torchgarden.experiments.semantic_segmentation import GeneratedShapesConfig
+from torchgarden.models.backbones import NormActivation
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -39,9 +52,80 @@ __all__ = [
     "RetinaNetDataConfig",
     "RetinaNetLossConfig",
     "RetinaNetModelConfig",
+    "RetinaNetParserConfig",
     "retinanet",
     "retinanet_resnet18",
+    "retinanet_resnetfpn_coco",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Moved(ModelGardenKey):
+    """A torchgarden key that moved to Model Garden's place: setting it is an error."""
+
+    def rewrite(self, key: str, value: Any, *, path: str) -> tuple[str, Any] | None:
+        raise ConfigKeyError(f"{path} moved to {self.target} (Model Garden's place); set it "
+                             "there", key=path)
+
+
+@dataclasses.dataclass
+class RetinaNetParserConfig(Config):
+    """Model Garden's RetinaNet ``Parser``: augmentation and anchor labelling of a split."""
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "aug_policy": ignored("Model Garden keeps it for backward compatibility and does not "
+                              "use it (use aug_type)"),
+    }
+    num_channels: int = 3
+    """Image channels; 3 (RGB) is provided. Defaults to 3."""
+    match_threshold: float = 0.5
+    """Anchors with IoU >= this are positive. Defaults to 0.5."""
+    unmatched_threshold: float = 0.5
+    """Anchors with IoU < this are negative; in between they are ignored. Defaults to 0.5."""
+    aug_rand_hflip: bool = False
+    """Random left-right flips (with boxes) of training images. Defaults to False."""
+    aug_rand_jpeg: dict[str, Any] | None = None
+    """Random JPEG re-encoding; not provided (a value is refused). Defaults to None."""
+    aug_scale_min: float = 1.0
+    """Smallest random scale of the training resize-and-crop to ``task.model.input_size``.
+    Defaults to 1.0."""
+    aug_scale_max: float = 1.0
+    """Largest random scale of the training resize-and-crop. Defaults to 1.0."""
+    skip_crowd_during_training: bool = True
+    """Leave crowd boxes out of training labels; false (crowds trained as objects) is not
+    provided. Defaults to True."""
+    max_num_instances: int = 100
+    """Boxes kept per image (the first ones), as Model Garden's fixed-size labels.
+    Defaults to 100."""
+    aug_type: AugmentationConfig | None = None
+    """RandAugment/AutoAugment with boxes; not provided (a type is refused). Defaults to
+    None."""
+    pad: bool = True
+    """Pad resized images to ``input_size``; false is not provided. Defaults to True."""
+    keep_aspect_ratio: bool = True
+    """Keep the aspect ratio when resizing; false is not provided. Defaults to True."""
+
+    def check(self) -> None:
+        require(self, "num_channels", self.num_channels == 3, "3 (RGB images)")
+        require(self, "unmatched_threshold",
+                0 <= self.unmatched_threshold <= self.match_threshold <= 1,
+                f"in [0, match_threshold ({self.match_threshold})] with match_threshold <= 1")
+        require(self, "aug_scale_min", 0 < self.aug_scale_min <= self.aug_scale_max,
+                f"> 0 and <= aug_scale_max ({self.aug_scale_max})")
+        require(self, "max_num_instances", self.max_num_instances >= 1, ">= 1")
+        refused = {
+            "aug_rand_jpeg": (self.aug_rand_jpeg is not None, "None (random JPEG quality is "
+                              "not provided)"),
+            "skip_crowd_during_training": (not self.skip_crowd_during_training, "true (crowd "
+                                           "boxes are never trained as objects here)"),
+            "aug_type": (self.aug_type is not None and self.aug_type.type is not None,
+                         "None (box-aware RandAugment/AutoAugment is not provided)"),
+            "pad": (not self.pad, "true (images are always padded to input_size)"),
+            "keep_aspect_ratio": (not self.keep_aspect_ratio, "true (resizing keeps the "
+                                  "aspect ratio)"),
+        }
+        for name, (bad, expected) in refused.items():
+            require(self, name, not bad, expected)
 
 
 @dataclasses.dataclass
@@ -49,8 +133,16 @@ class RetinaNetDataConfig(DataConfig):
     """A COCO-format detection split: an annotation JSON (``input_path``) and its images.
 
     An empty ``input_path`` reads the generated shapes split (``task.generated_data``).
+    Augmentation and anchor labelling sit under ``parser`` (Model Garden's place); the
+    older ``aug_rand_hflip`` / ``aug_scale_min`` / ``aug_scale_max`` here are read as the
+    ``parser`` keys, with a notice.
     """
 
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        **DataConfig.MODEL_GARDEN_KEYS,
+        **{name: mapped(f"parser.{name}", note="Model Garden's place is the split's parser")
+           for name in ("aug_rand_hflip", "aug_scale_min", "aug_scale_max")},
+    }
     source: str = ""
     """``coco`` (a COCO JSON in ``input_path`` and its images), ``tfrecord`` (TFRecord shards
     of ``tf.train.Example`` in Model Garden's detection schema, or ``tfds_name``), ``shapes``
@@ -59,15 +151,15 @@ class RetinaNetDataConfig(DataConfig):
     image_dir: str = ""
     """Folder the JSON's ``file_name`` entries are relative to; empty = the ``images``
     folder beside ``input_path``. Defaults to ""."""
-    aug_rand_hflip: bool = False
-    """Random left-right flips (with boxes). Defaults to False."""
-    aug_scale_min: float = 1.0
-    """Smallest random scale of the resize-and-crop to ``task.model.input_size``.
-    Defaults to 1.0."""
-    aug_scale_max: float = 1.0
-    """Largest random scale of the resize-and-crop. Defaults to 1.0."""
+    parser: RetinaNetParserConfig = dataclasses.field(default_factory=RetinaNetParserConfig)
+    """Model Garden's parser block: flips, scale jitter, anchor matching thresholds."""
     color_jitter: float = 0.0
-    """Strength of random brightness, contrast and saturation changes. Defaults to 0.0."""
+    """Strength of random brightness, contrast and saturation changes of training images
+    (a torchgarden key). Defaults to 0.0."""
+    dtype: str = "bfloat16"
+    """Dtype images leave the parser in: ``float32``, ``bfloat16`` or ``float16`` (values
+    rounded to it, as Model Garden's cast does); the model receives them cast to float32
+    (autocast runs the mixed precision). Defaults to "bfloat16", Model Garden's."""
 
     def resolved_source(self) -> str:
         """`source`, or the one an empty `source` means for this `input_path`."""
@@ -81,79 +173,101 @@ class RetinaNetDataConfig(DataConfig):
             key = self.field_path("input_path")
             raise ConfigError(f"{key} names one COCO JSON file, received "
                               f"{len(self.input_path)} paths", key=key)
-        if not 0 < self.aug_scale_min <= self.aug_scale_max:
-            key = self.field_path("aug_scale_min")
-            raise ConfigError(f"{key} ({self.aug_scale_min}) must be > 0 and <= aug_scale_max "
-                              f"({self.aug_scale_max})", key=key)
         if self.color_jitter < 0:
             key = self.field_path("color_jitter")
             raise ConfigError(f"{key} must be >= 0, received {self.color_jitter}", key=key)
+        choose(self, "dtype", ("float32", "bfloat16", "float16"))
+
+
+def _moved(target: str) -> ModelGardenKey:
+    return mapped(target, note=f"now {target}, as in Model Garden")
 
 
 @dataclasses.dataclass
 class RetinaNetModelConfig(Config):
-    """A small RetinaNet (`torchgarden.vision.RetinaNet`)."""
+    """Model Garden's RetinaNet model block (`torchgarden.vision.RetinaNet`)."""
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "fpn_channels": _moved("decoder.fpn.num_filters"),
+        "head_channels": _moved("head.num_filters"),
+        "num_head_convs": _moved("head.num_convs"),
+        "num_scales": _moved("anchor.num_scales"),
+        "aspect_ratios": _moved("anchor.aspect_ratios"),
+        "anchor_size": _moved("anchor.anchor_size"),
+        "score_threshold": _moved("detection_generator.pre_nms_score_threshold"),
+        "nms_iou_threshold": _moved("detection_generator.nms_iou_threshold"),
+        "max_num_detections": _moved("detection_generator.max_num_detections"),
+        "pre_nms_top_k": _moved("detection_generator.pre_nms_top_k"),
+    }
 
     num_classes: int = 3
     """Foreground classes; must equal the number of categories in the data. Defaults to 3."""
-    input_size: list[int] = dataclasses.field(default_factory=lambda: [64, 64])
-    """``[height, width]`` images are resized (aspect kept) and padded to. Defaults to
-    [64, 64]."""
+    input_size: list[int | None] = dataclasses.field(default_factory=lambda: [64, 64])
+    """``[height, width, 3]`` (Model Garden's order) or ``[height, width]`` images are
+    resized (aspect kept) and padded to. Defaults to [64, 64]."""
     min_level: int = 2
-    """Finest pyramid level (stride ``2**min_level``). Defaults to 2."""
+    """Finest pyramid level (stride ``2**min_level``). Defaults to 2 (Model Garden: 3)."""
     max_level: int = 4
-    """Coarsest pyramid level. Defaults to 4."""
-    backbone: LibraryModelConfig = dataclasses.field(default_factory=LibraryModelConfig)
-    """A model library's backbone by name (``backbone.name: transformers/resnet``), whose
-    stages give levels ``log2(stride)`` (a ResNet: 2..5); empty name = the built-in
-    small backbone of ``backbone_channels``. Defaults to the built-in one."""
+    """Coarsest pyramid level; levels above the backbone's are stride-2 convs (P6, P7).
+    Defaults to 4 (Model Garden: 7)."""
+    anchor: Anchor = dataclasses.field(default_factory=Anchor)
+    """Anchors."""
+    backbone: LibraryBackbone = dataclasses.field(default_factory=LibraryBackbone)
+    """Model Garden's one-of (``type: resnet``, built by transformers; levels 2..5), a
+    library backbone by ``name`` (``transformers/resnet``) or, with neither, the built-in
+    small backbone of ``backbone_channels``."""
+    decoder: Decoder = dataclasses.field(default_factory=Decoder)
+    """The feature pyramid."""
+    head: RetinaNetHeadConfig = dataclasses.field(default_factory=RetinaNetHeadConfig)
+    """Class and box towers."""
+    detection_generator: DetectionGenerator = dataclasses.field(
+        default_factory=DetectionGenerator)
+    """Decoding and NMS of the detections."""
+    norm_activation: NormActivation = dataclasses.field(
+        default_factory=lambda: NormActivation(norm_momentum=0.9, norm_epsilon=1e-5,
+                                               use_sync_bn=False))
+    """Batch norm of the backbone, pyramid and head (``activation``: ResNet's; the head is
+    ReLU). Defaults to torch's batch norm (momentum 0.9 in Keras' terms, epsilon 1e-5)."""
     backbone_channels: list[int] = dataclasses.field(default_factory=lambda: [16, 32, 64, 128])
-    """Channels of the built-in backbone's stages 1..max_level. Defaults to
+    """(torchgarden) Channels of the built-in backbone's stages 1..max_level. Defaults to
     [16, 32, 64, 128]."""
-    fpn_channels: int = 64
-    """Feature-pyramid width. Defaults to 64."""
-    head_channels: int = 64
-    """Width of the class and box towers. Defaults to 64."""
-    num_head_convs: int = 2
-    """Convs per tower. Defaults to 2."""
-    num_scales: int = 3
-    """Anchor scales per octave. Defaults to 3."""
-    aspect_ratios: list[float] = dataclasses.field(default_factory=lambda: [0.5, 1.0, 2.0])
-    """Anchor width/height ratios. Defaults to [0.5, 1.0, 2.0]."""
-    anchor_size: float = 2.0
-    """Anchor size in units of the level's stride. Defaults to 2.0."""
     prior_probability: float = 0.01
     """Initial foreground probability of the classifier. Defaults to 0.01."""
-    score_threshold: float = 0.05
-    """Detections must score above this. Defaults to 0.05."""
-    nms_iou_threshold: float = 0.5
-    """Class-aware NMS IoU threshold. Defaults to 0.5."""
-    max_num_detections: int = 100
-    """Detections kept per image. Defaults to 100."""
-    pre_nms_top_k: int = 1000
-    """Candidates per image entering NMS. Defaults to 1000."""
 
     def check(self) -> None:
         if self.num_classes < 1:
             key = self.field_path("num_classes")
             raise ConfigError(f"{key} must be >= 1, received {self.num_classes}", key=key)
-        if len(self.input_size) != 2 or min(self.input_size) < 1:
+        size = self.input_size
+        if len(size) not in (2, 3) or None in size[:2] or min(size[:2]) < 1 or size[2:] not in (
+                [], [3]):
             key = self.field_path("input_size")
-            raise ConfigError(f"{key} must be [height, width] >= 1, received "
-                              f"{self.input_size}", key=key)
+            raise ConfigError(f"{key} must be [height, width, 3] or [height, width] >= 1, "
+                              f"received {self.input_size}", key=key)
         if not 1 <= self.min_level <= self.max_level:
             key = self.field_path("min_level")
             raise ConfigError(f"{key} ({self.min_level}) and max_level ({self.max_level}) must "
                               "satisfy 1 <= min_level <= max_level", key=key)
-        if not self.backbone.name and len(self.backbone_channels) != self.max_level:
+        builtin = self.backbone.type is None and not self.backbone.name
+        if builtin and len(self.backbone_channels) != self.max_level:
             key = self.field_path("backbone_channels")
             raise ConfigError(f"{key} needs one entry per level 1..{self.max_level} (max_level), "
                               f"received {self.backbone_channels}", key=key)
+        if self.norm_activation.activation != "relu" and self.backbone.type != "resnet":
+            key = self.field_path("norm_activation.activation")
+            raise ConfigError(f"{key}: {self.norm_activation.activation!r} is not built: "
+                              "torchgarden's RetinaNet head is ReLU; use relu", key=key)
 
 
 @dataclasses.dataclass
 class RetinaNetLossConfig(Config):
-    """Anchor matching and the loss (Model Garden's RetinaNet defaults)."""
+    """The loss (Model Garden's RetinaNet defaults); matching thresholds are
+    ``task.train_data.parser``'s."""
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        name: _Moved(target=f"task.train_data.parser.{name}")
+        for name in ("match_threshold", "unmatched_threshold")
+    }
 
     focal_loss_alpha: float = 0.25
     """Focal-loss weight of positives. Defaults to 0.25."""
@@ -163,19 +277,14 @@ class RetinaNetLossConfig(Config):
     """Huber box-loss delta. Defaults to 0.1."""
     box_loss_weight: float = 50.0
     """``total = cls + box_loss_weight * box``. Defaults to 50.0."""
-    match_threshold: float = 0.5
-    """Anchors with IoU >= this are positive. Defaults to 0.5."""
-    unmatched_threshold: float = 0.4
-    """Anchors with IoU < this are negative; in between they are ignored. Defaults to 0.4."""
+    loss_weight: float = 1.0
+    """Multiplies the whole loss. Defaults to 1.0."""
+    l2_weight_decay: float = 0.0
+    """L2 penalty ``l2_weight_decay / 2 * sum(w**2)`` over conv kernels (Model Garden's
+    kernel regularizer). Defaults to 0.0."""
     match_each_groundtruth: bool = True
-    """Give every box its best anchor as a positive, whatever the IoU. Defaults to True."""
-
-    def check(self) -> None:
-        if not 0 <= self.unmatched_threshold <= self.match_threshold <= 1:
-            key = self.field_path("unmatched_threshold")
-            raise ConfigError(f"{key} ({self.unmatched_threshold}) and match_threshold "
-                              f"({self.match_threshold}) must satisfy 0 <= unmatched_threshold "
-                              "<= match_threshold <= 1", key=key)
+    """Give every box its best anchor as a positive, whatever the IoU (as Model Garden's
+    anchor labeler does). Defaults to True."""
 
 
 @dataclasses.dataclass
@@ -210,10 +319,36 @@ class RetinaNetConfig(TaskConfig):
             raise ConfigError(
                 f"{self.field_path('image_mean')} and {key} must be 3 values (RGB), std > 0; "
                 f"received {self.image_mean} and {self.image_std}", key=key)
+        self._check_matching()
         if self.max_num_eval_detections < 1:
             key = self.field_path("max_num_eval_detections")
             raise ConfigError(f"{key} must be >= 1, received {self.max_num_eval_detections}",
                               key=key)
+
+
+    def _check_matching(self) -> None:
+        """Anchors are matched in the loss with one pair of thresholds: the training
+        parser's. A validation parser asking for others is refused, not read differently."""
+        train = self.train_data.parser
+        if not 0 <= train.unmatched_threshold <= train.match_threshold <= 1:
+            return  # the parser's own check names the bad value
+        sets = self.validation_data if isinstance(self.validation_data, dict) else {
+            "": self.validation_data}
+        for name, split in sets.items():
+            for field in ("match_threshold", "unmatched_threshold"):
+                mine, theirs = getattr(split.parser, field), getattr(train, field)
+                if mine != theirs:
+                    key = self.field_path(f"validation_data.{name + '.' if name else ''}"
+                                          f"parser.{field}")
+                    raise ConfigError(
+                        f"{key} ({mine}) differs from train_data.parser.{field} ({theirs}); "
+                        "the loss matches anchors with the training parser's thresholds, so "
+                        "set both equal", key=key)
+
+
+def _parser(**kwargs: Any) -> RetinaNetParserConfig:
+    """The presets' parser: torchgarden's tuned matching (0.5 / 0.4) on shapes."""
+    return RetinaNetParserConfig(unmatched_threshold=0.4, **kwargs)
 
 
 @register_experiment("retinanet")
@@ -222,11 +357,12 @@ def retinanet() -> ExperimentConfig:
     return ExperimentConfig(
         task=RetinaNetConfig(
             train_data=RetinaNetDataConfig(
-                is_training=True, global_batch_size=32, seed=0, aug_rand_hflip=True,
-                aug_scale_min=0.8, aug_scale_max=1.25,
+                is_training=True, global_batch_size=32, seed=0, dtype="float32", parser=_parser(
+                    aug_rand_hflip=True, aug_scale_min=0.8, aug_scale_max=1.25),
             ),
             validation_data=RetinaNetDataConfig(
                 is_training=False, global_batch_size=32, drop_remainder=False,
+                dtype="float32", parser=_parser(),
             ),
             allow_image_summary=True,
         ),
@@ -252,3 +388,56 @@ def retinanet_resnet18() -> ExperimentConfig:
             "initial_learning_rate": 1e-3}}}},
     })
     return config
+
+
+COCO_TRAIN_EXAMPLES = 118287
+COCO_VAL_EXAMPLES = 5000
+
+
+@register_experiment("retinanet_resnetfpn_coco")
+def retinanet_resnetfpn_coco() -> ExperimentConfig:
+    """Model Garden's ``retinanet_resnetfpn_coco``: RetinaNet on a transformers ResNet-50
+    (Model Garden's depth and width) with Model Garden's FPN (levels 3-7, batch norm on
+    every level) and head (4 convs of 256, batch norms per level), 640x640x3 inputs, COCO
+    TFRecords under ``coco/``, SGD momentum 0.9 stepwise 0.32 x B/256 decayed at epochs 57
+    and 67 of 72, warmup 500 steps from 0.0067, L2 1e-4, bfloat16.
+
+    Model Garden starts the backbone from its ImageNet checkpoint on Cloud Storage; nothing is
+    downloaded here: set ``task.model.backbone.pretrained_path`` (or ``task.init_checkpoint``)
+    to a local file, or the backbone starts from random weights.
+    """
+    train_batch_size, eval_batch_size = 256, 8
+    steps_per_epoch = COCO_TRAIN_EXAMPLES // train_batch_size
+    scale = train_batch_size / 256.0
+    task = RetinaNetConfig()
+    task.override({
+        "model": {
+            "num_classes": 91, "input_size": [640, 640, 3], "min_level": 3, "max_level": 7,
+            "backbone": {"type": "resnet", "resnet": {"model_id": 50}},
+            "norm_activation": {"activation": "relu", "norm_momentum": 0.99,
+                                "norm_epsilon": 0.001, "use_sync_bn": False},
+            "anchor": {"num_scales": 3, "aspect_ratios": [0.5, 1.0, 2.0], "anchor_size": 4.0},
+            "decoder": {"type": "fpn", "fpn": {"num_filters": 256, "batch_norm": True}},
+            "head": {"num_convs": 4, "num_filters": 256, "norm_per_level": True},
+            "detection_generator": {"pre_nms_top_k": 5000}},
+        "losses": {"l2_weight_decay": 1e-4, "unmatched_threshold": 0.5},
+        "train_data": {"source": "tfrecord", "input_path": "coco/train*", "is_training": True,
+                       "global_batch_size": train_batch_size, "aug_rand_hflip": True,
+                       "aug_scale_min": 0.8, "aug_scale_max": 1.2},
+        "validation_data": {"source": "tfrecord", "input_path": "coco/val*",
+                            "is_training": False, "global_batch_size": eval_batch_size}})
+    return ExperimentConfig(
+        task=task,
+        trainer=TrainerConfig(
+            train_steps=72 * steps_per_epoch,
+            validation_steps=COCO_VAL_EXAMPLES // eval_batch_size,
+            validation_interval=steps_per_epoch, steps_per_loop=steps_per_epoch,
+            summary_interval=steps_per_epoch, checkpoint_interval=steps_per_epoch,
+            optimizer_config=OptimizationConfig.from_dict({
+                "optimizer": {"type": "sgd", "sgd": {"momentum": 0.9}},
+                "learning_rate": {"type": "stepwise", "stepwise": {
+                    "boundaries": [57 * steps_per_epoch, 67 * steps_per_epoch],
+                    "values": [0.32 * scale, 0.032 * scale, 0.0032 * scale]}},
+                "warmup": {"type": "linear", "linear": {
+                    "warmup_steps": 500, "warmup_learning_rate": 0.0067}}})),
+        runtime=RuntimeConfig(mixed_precision_dtype="bfloat16"))

@@ -20,6 +20,8 @@ channel, per-pixel class ids; 255 = ignored).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from torchgarden.config import (
     Config,
@@ -28,10 +30,12 @@ from torchgarden.config import (
     RuntimeConfig,
     TaskConfig,
 )
-from torchgarden.config.errors import ConfigError
+from torchgarden.config.errors import ConfigError, choose, require
+from torchgarden.config.notices import ModelGardenKey, ignored
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import auto_source, check_source
-from torchgarden.experiments.library_model import LibraryModelConfig
+from torchgarden.experiments.library_model import LibraryBackbone
+from torchgarden.models.backbones import NormActivation
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -47,7 +51,17 @@ _SPLITS = ("train", "validation")
 
 @dataclasses.dataclass
 class SegmentationDataConfig(DataConfig):
-    """Image/mask folders and the augmentation applied to them."""
+    """Image/mask folders and the augmentation applied to them.
+
+    Augmentation (flip, scale jitter, colour jitter) runs on training splits only, as in
+    Model Garden; a validation split is resized (scale-cropped at scale 1) to
+    ``output_size`` with its masks (``resize_eval_groundtruth``).
+    """
+
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        **DataConfig.MODEL_GARDEN_KEYS,
+        "aug_policy": ignored("Model Garden's segmentation parser does not read it"),
+    }
 
     source: str = ""
     """``folder`` (``input_path`` holds `image_subdir`/ and `mask_subdir`/), ``tfrecord``
@@ -65,14 +79,31 @@ class SegmentationDataConfig(DataConfig):
     output_size: list[int] = dataclasses.field(default_factory=list)
     """``[height, width]`` every example is scale-cropped to; empty keeps the image
     size (images must then be equally sized to batch). Defaults to []."""
-    aug_rand_hflip: bool = False
-    """Random horizontal flips. Defaults to False."""
+    aug_rand_hflip: bool = True
+    """Random horizontal flips of training pairs. Defaults to True (Model Garden's)."""
     aug_scale_min: float = 1.0
     """Smallest random scale of the scale-crop (needs ``output_size``). Defaults to 1.0."""
     aug_scale_max: float = 1.0
     """Largest random scale of the scale-crop (needs ``output_size``). Defaults to 1.0."""
     color_jitter: float = 0.0
     """Strength of random brightness, contrast and saturation changes. Defaults to 0.0."""
+    crop_size: list[int] = dataclasses.field(default_factory=list)
+    """``[height, width]``: training pairs are resized to ``output_size`` (aspect ratio not
+    kept), a random ``crop_size`` window is cut out, then flipped and scale-jittered to
+    ``crop_size`` (Model Garden's order); validation ignores it. Defaults to []."""
+    resize_eval_groundtruth: bool = True
+    """Validation masks are resized with their images to ``output_size`` (metrics at that
+    size); false (metrics on the original masks) is not provided. Defaults to True."""
+    groundtruth_padded_size: list[int] = dataclasses.field(default_factory=list)
+    """Padded size of original-size validation masks; only with
+    ``resize_eval_groundtruth: false`` (not provided). Defaults to []."""
+    preserve_aspect_ratio: bool = True
+    """Resizing keeps the aspect ratio (then pads); false is not provided. Defaults to True."""
+    additional_dense_features: list[Any] = dataclasses.field(default_factory=list)
+    """Extra input channels from other TFRecord features; not provided. Defaults to []."""
+    dtype: str = "float32"
+    """Dtype images leave the parser in (values rounded to it): ``float32``, ``bfloat16``
+    or ``float16``; the model computes in float32 / autocast. Defaults to "float32"."""
     preload: bool = True
     """Decode and check every pair once at start and keep them in memory
     (augmentation still runs every step); False reads and checks lazily per
@@ -102,7 +133,8 @@ class SegmentationDataConfig(DataConfig):
                 f"{key} ({self.aug_scale_min}) must be > 0 and <= aug_scale_max "
                 f"({self.aug_scale_max})", key=key,
             )
-        if (self.aug_scale_min, self.aug_scale_max) != (1.0, 1.0) and not self.output_size:
+        scaled = (self.aug_scale_min, self.aug_scale_max) != (1.0, 1.0)
+        if scaled and not (self.output_size or self.crop_size):
             key = self.field_path("output_size")
             raise ConfigError(
                 f"{key} is required when aug_scale_min/aug_scale_max are not 1; set e.g. "
@@ -111,8 +143,10 @@ class SegmentationDataConfig(DataConfig):
         if self.color_jitter < 0:
             key = self.field_path("color_jitter")
             raise ConfigError(f"{key} must be >= 0, received {self.color_jitter}", key=key)
-        augmented = self.aug_rand_hflip or self.color_jitter or self.aug_scale_min != 1.0 \
-            or self.aug_scale_max != 1.0
+        self._check_model_garden_keys()
+        augmented = self.is_training and (
+            self.aug_rand_hflip or self.color_jitter or self.aug_scale_min != 1.0
+            or self.aug_scale_max != 1.0)
         if self.cache and augmented:
             key = self.field_path("cache")
             raise ConfigError(
@@ -120,6 +154,21 @@ class SegmentationDataConfig(DataConfig):
                 f"every epoch; set {key}=false and keep {self.field_path('preload')}=true "
                 "(decoded pairs in memory, augmentation every step)", key=key,
             )
+
+    def _check_model_garden_keys(self) -> None:
+        """Model Garden's parser options torchgarden does not provide: refused, never read
+        differently."""
+        choose(self, "dtype", ("float32", "bfloat16", "float16"))
+        require(self, "crop_size", not self.crop_size or (
+            len(self.crop_size) == 2 and min(self.crop_size) >= 1), "[] or [height, width] >= 1")
+        require(self, "resize_eval_groundtruth", self.resize_eval_groundtruth,
+                "true (metrics on original-size masks are not provided)")
+        require(self, "groundtruth_padded_size", not self.groundtruth_padded_size,
+                "[] (it applies only with resize_eval_groundtruth: false)")
+        require(self, "preserve_aspect_ratio", self.preserve_aspect_ratio,
+                "true (resizing keeps the aspect ratio)")
+        require(self, "additional_dense_features", not self.additional_dense_features,
+                "[] (extra dense input features are not provided)")
 
 
 @dataclasses.dataclass
@@ -136,10 +185,16 @@ class SegmentationModelConfig(Config):
     upsamples the logits (about 4x cheaper), 1 keeps full resolution. Defaults to 2."""
     dropout: float = 0.0
     """Dropout before the classifier. Defaults to 0.0."""
-    backbone: LibraryModelConfig = dataclasses.field(default_factory=LibraryModelConfig)
-    """A model library's backbone by name (``backbone.name: transformers/resnet``) under a
-    semantic-FPN head (`torchgarden.vision.BackboneSegmentationModel`); empty name = the
-    built-in encoder-decoder of ``widths``. Defaults to the built-in one."""
+    backbone: LibraryBackbone = dataclasses.field(default_factory=LibraryBackbone)
+    """Model Garden's one-of (``type: resnet``, built by transformers) or a model library's
+    backbone by name (``backbone.name: transformers/resnet``), under a semantic-FPN head
+    (`torchgarden.vision.BackboneSegmentationModel`); neither = the built-in
+    encoder-decoder of ``widths``. Defaults to the built-in one."""
+    norm_activation: NormActivation = dataclasses.field(
+        default_factory=lambda: NormActivation(norm_momentum=0.9, norm_epsilon=1e-5,
+                                               use_sync_bn=False))
+    """Batch norm of the whole model (and a Model Garden ResNet's activation). Defaults to
+    torch's batch norm (momentum 0.9 in Keras' terms, epsilon 1e-5)."""
 
     def check(self) -> None:
         if self.stem_stride not in (1, 2):
@@ -209,6 +264,13 @@ class SemanticSegmentationConfig(TaskConfig):
                 f"{self.field_path('image_mean')} and {key} must be 3 values (RGB), std > 0; "
                 f"received {self.image_mean} and {self.image_std}", key=key,
             )
+        sets = self.validation_data if isinstance(self.validation_data, dict) else {
+            "": self.validation_data}
+        for name, split in sets.items():
+            if split.dtype != self.train_data.dtype:
+                key = self.field_path(f"validation_data.{name + '.' if name else ''}dtype")
+                raise ConfigError(f"{key} ({split.dtype!r}) differs from train_data.dtype "
+                                  f"({self.train_data.dtype!r}); set both equal", key=key)
         if self.ignore_label < self.model.num_classes:
             key = self.field_path("ignore_label")
             raise ConfigError(

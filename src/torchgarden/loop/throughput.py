@@ -96,6 +96,8 @@ class ThroughputMeter:
         data_wait: Zero-argument callable returning the seconds steps have waited for
             the input pipeline so far (``Trainer.data_wait_seconds``). None: left out.
         device: The training device; a CUDA device adds its peak allocated memory.
+        data_counters: Zero-argument callable returning counts of the input pipeline
+            (``Trainer.data_counters``: ``data/skipped_records``), logged as they are.
     """
 
     def __init__(
@@ -107,8 +109,10 @@ class ThroughputMeter:
         peak_flops: float | None = None,
         data_wait: Callable[[], float] | None = None,
         device: torch.device | str | None = None,
+        data_counters: Callable[[], dict[str, float]] | None = None,
     ) -> None:
         self.examples_per_step = int(examples_per_step)
+        self._data_counters = data_counters
         self.tokens_per_example = tokens_per_example
         self._flops = flops_per_example
         self.peak_flops = peak_flops
@@ -147,6 +151,8 @@ class ThroughputMeter:
             if self._data_wait is not None:
                 waited = self._data_wait() - self._wait_start
                 out["throughput/data_wait_fraction"] = min(max(waited / elapsed, 0.0), 1.0)
+        if self._data_counters is not None:
+            out.update(self._data_counters())
         if self._cuda is not None:
             # Allocator counters on the host: no sync.
             out["memory/cuda_peak_gib"] = torch.cuda.max_memory_allocated(self._cuda) / _GIB

@@ -76,7 +76,7 @@ class DigitsMultiTask(MultiTask):
                                 "ImageClassificationConfig.")
             heads[name] = config.model.num_classes
         first = next(iter(self.tasks.values())).task_config
-        channels, height, width = first.model.input_size  # type: ignore[attr-defined]
+        height, width, channels = first.model.input_size  # type: ignore[attr-defined]
         layers: list[nn.Module] = [nn.Flatten()]
         width_in = channels * height * width
         for hidden in backbone_config.hidden_sizes:

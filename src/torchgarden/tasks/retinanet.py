@@ -22,19 +22,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchgarden import data, losses, metrics, models
+from torchgarden import data, losses, metrics
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task
 from torchgarden.experiments.retinanet import RetinaNetConfig, RetinaNetDataConfig
 from torchgarden.layers import model_losses
+from torchgarden.models.garden import build_pyramid_backbone, with_norm
 from torchgarden.registry import register_task
 from torchgarden.tasks.serving import DetectorServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.anchors import assign_targets
 from torchgarden.vision.augment import Augmentation
-from torchgarden.vision.coco_data import COCODetectionDataset, collate_detections
+from torchgarden.vision.coco_data import COCODetectionDataset, DetectionCollate
 from torchgarden.vision.retinanet_model import RetinaNet, flatten_levels
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
+from torchgarden.vision.tfrecord_records import detection_loader
 
 __all__ = ["RetinaNetTask", "draw_detections"]
 
@@ -115,22 +117,22 @@ class RetinaNetTask(Task):
 
     def build_model(self) -> nn.Module:
         cfg = self.task_config.model
-        backbone = None
-        if cfg.backbone.name:
-            backbone = models.build_backbone(
-                cfg.backbone.name, settings=cfg.backbone.library_config,
-                pretrained_path=cfg.backbone.pretrained_path,
-                ignore_mismatched_sizes=cfg.backbone.ignore_mismatched_sizes)
-        return RetinaNet(
+        backbone = build_pyramid_backbone(cfg.backbone, cfg.norm_activation)
+        g = cfg.detection_generator
+        model = RetinaNet(
             num_classes=cfg.num_classes, backbone=backbone, min_level=cfg.min_level,
-            max_level=cfg.max_level,
-            backbone_channels=cfg.backbone_channels, fpn_channels=cfg.fpn_channels,
-            head_channels=cfg.head_channels, num_head_convs=cfg.num_head_convs,
-            num_scales=cfg.num_scales, aspect_ratios=cfg.aspect_ratios,
-            anchor_size=cfg.anchor_size, prior_probability=cfg.prior_probability,
-            score_threshold=cfg.score_threshold, iou_threshold=cfg.nms_iou_threshold,
-            max_detections=cfg.max_num_detections, pre_nms_top_k=cfg.pre_nms_top_k,
-        )
+            max_level=cfg.max_level, backbone_channels=cfg.backbone_channels,
+            fpn_channels=cfg.decoder.fpn.num_filters, fpn_batch_norm=cfg.decoder.fpn.batch_norm,
+            head_channels=cfg.head.num_filters, num_head_convs=cfg.head.num_convs,
+            head_norm_per_level=cfg.head.norm_per_level,
+            num_scales=cfg.anchor.num_scales, aspect_ratios=cfg.anchor.aspect_ratios,
+            anchor_size=cfg.anchor.anchor_size, prior_probability=cfg.prior_probability,
+            box_weights=g.box_coder_weights or (1.0, 1.0, 1.0, 1.0),
+            score_threshold=g.pre_nms_score_threshold, iou_threshold=g.nms_iou_threshold,
+            max_detections=g.max_num_detections, pre_nms_top_k=g.pre_nms_top_k)
+        model = with_norm(model, cfg.norm_activation)
+        self._l2_weights = [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
+        return model
 
     def _annotation_file(self, params: RetinaNetDataConfig) -> str:
         """The split's COCO JSON: ``input_path``, or the generated shapes split."""
@@ -154,6 +156,15 @@ class RetinaNetTask(Task):
         split = "train" if params.is_training else "validation"
         return f"{splits[split]}/annotations.json"
 
+    def _augmentation(self, params: RetinaNetDataConfig) -> Augmentation | None:
+        """Flip, scale-crop and colour jitter when training; None for evaluation."""
+        jitter, size = params.color_jitter, tuple(self.task_config.model.input_size[:2])
+        parser = params.parser
+        return Augmentation(
+            output_size=size, horizontal_flip=parser.aug_rand_hflip, brightness=jitter,
+            scale_range=(parser.aug_scale_min, parser.aug_scale_max), contrast=jitter,
+            saturation=jitter, min_box_size=1.0) if params.is_training else None
+
     def build_dataset(self, params: RetinaNetDataConfig) -> COCODetectionDataset:
         """The `COCODetectionDataset` of one split, with augmentation when training.
 
@@ -162,20 +173,15 @@ class RetinaNetTask(Task):
                 or with the other split's categories.
         """
         model_cfg = self.task_config.model
-        output_size = tuple(model_cfg.input_size)
-        augmentation = None
-        if params.is_training:
-            jitter = params.color_jitter
-            augmentation = Augmentation(
-                output_size=output_size, horizontal_flip=params.aug_rand_hflip,
-                scale_range=(params.aug_scale_min, params.aug_scale_max), brightness=jitter,
-                contrast=jitter, saturation=jitter, min_box_size=1.0)
+        output_size = tuple(model_cfg.input_size[:2])
+        parser = params.parser
         path = self._annotation_file(params)
         dataset = COCODetectionDataset(
             path, params.image_dir or None, output_size=output_size,
-            augmentation=augmentation, mean=self.task_config.image_mean,
+            augmentation=self._augmentation(params), mean=self.task_config.image_mean,
             std=self.task_config.image_std,
-            skip_crowd=bool(params.is_training), cache_images=params.cache)
+            skip_crowd=bool(params.is_training and parser.skip_crowd_during_training),
+            cache_images=params.cache)
         if dataset.num_classes != model_cfg.num_classes:
             raise ValueError(
                 f"{path}: has {dataset.num_classes} categories {dataset.category_ids} but "
@@ -194,11 +200,17 @@ class RetinaNetTask(Task):
 
         ``params.cache`` keeps decoded images in memory (augmentation still runs).
         """
+        collate = DetectionCollate(max_num_instances=params.parser.max_num_instances,
+                                   dtype=params.dtype)
+        if params.resolved_source() == "tfrecord":  # Labels as stored: category ids.
+            self._category_ids = list(range(1, self.task_config.model.num_classes + 1))
+            return detection_loader(self.task_config, params, self._augmentation(params),
+                                    input_context, collate)
         dataset = self.build_dataset(params)
         if params.cache:  # Cached inside the dataset, not by freezing whole examples.
             params = params.replace(cache=False)
         return data.build_dataloader(dataset, params, input_context=input_context,
-                                     collate_fn=collate_detections)
+                                     collate_fn=collate)
 
     def build_metrics(self, training: bool = True) -> list[Any]:
         """Means of the three losses; for evaluation also ``self.coco_metric``."""
@@ -219,14 +231,15 @@ class RetinaNetTask(Task):
         (positive anchors in the batch + 1); ignored anchors count in neither.
         """
         loss_cfg = self.task_config.losses
+        parser = self.task_config.train_data.parser  # validation's is checked equal
         num_classes = self.task_config.model.num_classes
         classes = labels["classes"]
         if "is_crowds" in labels:
             classes = torch.where(labels["is_crowds"] > 0, 0, classes)
         targets = assign_targets(
             model_outputs["anchor_boxes"], labels["boxes"], classes,
-            positive_threshold=loss_cfg.match_threshold,
-            negative_threshold=loss_cfg.unmatched_threshold,
+            positive_threshold=parser.match_threshold,
+            negative_threshold=parser.unmatched_threshold,
             match_each_groundtruth=loss_cfg.match_each_groundtruth)
         logits = flatten_levels(model_outputs["cls_outputs"], num_classes)
         deltas = flatten_levels(model_outputs["box_outputs"], 4)
@@ -239,8 +252,12 @@ class RetinaNetTask(Task):
         cls_loss, box_loss = cls_loss / normalizer, box_loss / normalizer
         model_loss = cls_loss + loss_cfg.box_loss_weight * box_loss
         total = model_loss
+        if loss_cfg.l2_weight_decay:  # Keras l2(l2_weight_decay / 2) on every conv kernel
+            total = total + loss_cfg.l2_weight_decay * 0.5 * sum(
+                w.square().sum() for w in self._l2_weights)
         if aux_losses:
             total = total + torch.stack([a.float() for a in aux_losses]).sum()
+        total = total * loss_cfg.loss_weight
         return {"total_loss": total, "cls_loss": cls_loss, "box_loss": box_loss,
                 "model_loss": model_loss}
 
@@ -262,7 +279,7 @@ class RetinaNetTask(Task):
                    metrics: Sequence[Any] | None = None) -> Logs:
         """Forward, `compute_losses`, backward, update; metrics are the loss means."""
         images, labels = inputs
-        outputs = model(images)
+        outputs = model(images.float())  # `dtype` images reach the model as float32
         loss_values = self.compute_losses(labels, outputs, aux_losses=model_losses(model))
         loss = loss_values["total_loss"]
         optimizer.zero_grad(set_to_none=True)
@@ -280,7 +297,7 @@ class RetinaNetTask(Task):
         pixels with ``image_info``; labels become COCO category ids.
         """
         images, labels = inputs
-        outputs = self.inference_step(images, model)
+        outputs = self.inference_step(images.float(), model)
         loss_values = self.compute_losses(labels, outputs, aux_losses=model_losses(model))
         self._update_loss_metrics(metrics, loss_values)
         to_category = torch.tensor([0, *self._category_ids_or_default()],
@@ -383,7 +400,7 @@ class RetinaNetTask(Task):
         detections (see ``DetectorServing``); ``metadata["category_ids"]`` maps class
         ``k`` to its COCO category id."""
         config = self.task_config
-        height, width = config.model.input_size
+        height, width = config.model.input_size[:2]
         images = torch.randint(0, 256, (2, height, width, 3), dtype=torch.uint8,
                                generator=torch.Generator().manual_seed(0))
         module = DetectorServing(self, model, image_size=(height, width),

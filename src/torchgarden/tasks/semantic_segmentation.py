@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from torchgarden import data, losses, metrics, models
+from torchgarden import data, losses, metrics
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task, first_validation_data
 from torchgarden.experiments.semantic_segmentation import (
@@ -19,12 +19,13 @@ from torchgarden.experiments.semantic_segmentation import (
     SemanticSegmentationConfig,
 )
 from torchgarden.layers import model_losses
+from torchgarden.models.garden import build_pyramid_backbone, with_norm
 from torchgarden.registry import register_task
 from torchgarden.tasks.serving import SegmenterServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
-from torchgarden.vision.segmentation_data import SegmentationFolderDataset
+from torchgarden.vision.segmentation_data import ResizeThenCrop, SegmentationFolderDataset
 from torchgarden.vision.segmentation_model import SegmentationModel
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 
@@ -128,16 +129,14 @@ class SemanticSegmentationTask(Task):
 
     def build_model(self) -> nn.Module:
         model = self.task_config.model
-        if model.backbone.name:
-            backbone = models.build_backbone(
-                model.backbone.name, settings=model.backbone.library_config,
-                pretrained_path=model.backbone.pretrained_path,
-                ignore_mismatched_sizes=model.backbone.ignore_mismatched_sizes)
-            return BackboneSegmentationModel(backbone, model.num_classes, dropout=model.dropout)
-        return SegmentationModel(
-            model.num_classes, widths=model.widths, stem_stride=model.stem_stride,
-            dropout=model.dropout,
-        )
+        backbone = build_pyramid_backbone(model.backbone, model.norm_activation)
+        if backbone is not None:
+            built: nn.Module = BackboneSegmentationModel(backbone, model.num_classes,
+                                                         dropout=model.dropout)
+        else:
+            built = SegmentationModel(model.num_classes, widths=model.widths,
+                                      stem_stride=model.stem_stride, dropout=model.dropout)
+        return with_norm(built, model.norm_activation)
 
     # ------------------------------------------------------------------ data
 
@@ -178,14 +177,19 @@ class SemanticSegmentationTask(Task):
         split = params.split or ("train" if params.is_training else "validation")
         return Path(generate_shapes_dataset(root, **kwargs)[split])
 
-    def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation:
-        """Flip, scale-crop and colour jitter as `params` asks, then normalization."""
+    def build_augmentation(self, params: SegmentationDataConfig) -> Augmentation | ResizeThenCrop:
+        """Flip, scale-crop and colour jitter as `params` asks (training splits only, as in
+        Model Garden), then the resize to ``output_size`` (``crop_size`` for a training
+        split that sets it, after Model Garden's resize-then-random-crop) and normalization."""
         config = self.task_config
-        jitter = params.color_jitter
-        return Augmentation(
-            output_size=tuple(params.output_size) if params.output_size else None,
-            horizontal_flip=params.aug_rand_hflip,
-            scale_range=(params.aug_scale_min, params.aug_scale_max),
+        training = bool(params.is_training)
+        crop = training and bool(params.crop_size)
+        size = params.crop_size if crop else params.output_size
+        jitter = params.color_jitter if training else 0.0
+        augmentation = Augmentation(
+            output_size=tuple(size) if size else None,
+            horizontal_flip=params.aug_rand_hflip and training,
+            scale_range=(params.aug_scale_min, params.aug_scale_max) if training else (1, 1),
             brightness=jitter,
             contrast=jitter,
             saturation=jitter,
@@ -193,10 +197,31 @@ class SemanticSegmentationTask(Task):
             std=config.image_std,
             mask_fill=config.ignore_label,
         )
+        if not crop:
+            return augmentation
+        return ResizeThenCrop(crop_size=tuple(params.crop_size), augment=augmentation,
+                              output_size=tuple(params.output_size) if params.output_size else None)
 
     def build_inputs(self, params: SegmentationDataConfig, input_context: Any = None) -> Any:
+        if params.resolved_source() == "tfrecord":  # Model Garden's segmentation schema.
+            from torchgarden.data.tfrecord_input import build_tfrecord_loader
+            from torchgarden.vision.tfrecord_records import SegmentationRecord
+
+            record = SegmentationRecord(self.build_augmentation(params),
+                                        num_classes=self.task_config.model.num_classes,
+                                        ignore_label=self.task_config.ignore_label)
+            return build_tfrecord_loader(params, record, input_context=input_context)
         return data.build_dataloader(self.build_dataset(params), params,
                                      input_context=input_context)
+
+    def split_inputs(self, inputs: Any) -> tuple[Any, Any]:
+        """``(images, masks)``, images rounded to the training split's ``dtype`` (as Model
+        Garden's parser casts them) and computed on in float32."""
+        features, labels = super().split_inputs(inputs)
+        dtype = getattr(torch, self.task_config.train_data.dtype)
+        if dtype != torch.float32 and isinstance(features, torch.Tensor):
+            features = features.to(dtype).float()
+        return features, labels
 
     def build_dataset(self, params: SegmentationDataConfig) -> SegmentationFolderDataset:
         """The ``(image, mask)`` pairs of ``params``, augmented as it asks."""

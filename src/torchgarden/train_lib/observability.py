@@ -134,6 +134,7 @@ def build_loop_monitor(params: ExperimentConfig, trainer: Trainer, model_dir: st
             examples_per_step=examples, tokens_per_example=trainer.task.tokens_per_example,
             flops_per_example=flops, peak_flops=peak * runtime.world_size if peak else None,
             data_wait=lambda: trainer.data_wait_seconds, device=runtime.device,
+            data_counters=lambda: trainer.data_counters,
         )
     profiler = None
     if cfg.profile_steps:

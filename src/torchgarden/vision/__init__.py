@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         random_scale_crop,
         scale_crop,
     )
+    from torchgarden.vision.autoaugment import AutoAugment, RandAugment
     from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
     from torchgarden.vision.boxes import (
         BOX_FORMATS,
@@ -43,10 +44,22 @@ if TYPE_CHECKING:
         decode_boxes,
         encode_boxes,
     )
+    from torchgarden.vision.classification_augment import (
+        BatchAugment,
+        ClassificationAugmenter,
+        build_augmenter,
+        build_mixup,
+    )
+    from torchgarden.vision.classification_input import (
+        ClassificationParser,
+        ClassificationRecord,
+    )
     from torchgarden.vision.coco_data import (
         COCODetectionDataset,
+        DetectionCollate,
         collate_detections,
     )
+    from torchgarden.vision.mixing import MixupAndCutmix, RandomErasing
     from torchgarden.vision.nms import batched_nms
     from torchgarden.vision.retinanet_model import (
         RetinaNet,
@@ -61,5 +74,6 @@ if TYPE_CHECKING:
         generate_shapes_dataset,
         shapes_dataset_root,
     )
+    from torchgarden.vision.tfrecord_records import DetectionRecord, SegmentationRecord
 
 __getattr__, __all__ = lazy_names(__name__, __file__)

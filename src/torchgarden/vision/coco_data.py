@@ -31,7 +31,8 @@ from torch.utils.data import Dataset
 from torchgarden.vision.augment import Augmentation, scale_crop
 from torchgarden.vision.boxes import convert_boxes
 
-__all__ = ["COCODetectionDataset", "DEFAULT_MEAN", "DEFAULT_STD", "collate_detections"]
+__all__ = ["COCODetectionDataset", "DEFAULT_MEAN", "DEFAULT_STD", "DetectionCollate",
+           "collate_detections", "detection_example"]
 
 DEFAULT_MEAN = (0.485, 0.456, 0.406)
 """ImageNet channel means of [0, 1] RGB images (Model Garden's ``MEAN_RGB / 255``)."""
@@ -232,45 +233,71 @@ class COCODetectionDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         info = self._images[index]
-        image = self.read_image(index)
-        original = torch.tensor(info["boxes"], dtype=torch.float32).reshape(-1, 4)
-        classes = torch.tensor(info["classes"], dtype=torch.long)
-        crowds = torch.tensor(info["crowds"], dtype=torch.long)
-        areas = torch.tensor(info["areas"], dtype=torch.float32)
-        xyxy = convert_boxes(original, source="yxyx", target="xyxy")
-        height, width = info["height"], info["width"]
-        if self.augmentation is not None:
-            out = self.augmentation(image, xyxy, labels=torch.arange(len(classes)))
-            image, xyxy, kept = out.image, out.boxes, out.labels
-            original, classes, crowds, areas = (original[kept], classes[kept], crowds[kept],
-                                                areas[kept])
-            # Augmentation does not report its scale or offset: image_info holds the
-            # plain resize, which evaluation (never augmented) relies on.
-        else:
-            image, xyxy, _, _ = scale_crop(image, xyxy, output_size=self.output_size)
-        if tuple(image.shape[-2:]) != self.output_size:
-            raise ValueError(f"augmentation returned a {tuple(image.shape[-2:])} image; "
-                             f"build it with output_size={self.output_size}.")
-        # The resize `scale_crop` applies at scale 1: fit into output_size, round.
-        factor = min(self.output_size[0] / height, self.output_size[1] / width)
-        new_h, new_w = max(1, round(height * factor)), max(1, round(width * factor))
-        image_info = torch.tensor([[height, width], [new_h, new_w],
-                                   [new_h / height, new_w / width], [0.0, 0.0]],
-                                  dtype=torch.float32)
-        mean = image.new_tensor(self.mean).view(-1, 1, 1)
-        std = image.new_tensor(self.std).view(-1, 1, 1)
-        target = {
-            "boxes": convert_boxes(xyxy, source="xyxy", target="yxyx"),
-            "classes": classes,
-            "is_crowds": crowds,
-            "areas": areas,
-            "original_boxes": original,
-            "source_id": torch.tensor(info["id"], dtype=torch.long),
-            "height": torch.tensor(height, dtype=torch.long),
-            "width": torch.tensor(width, dtype=torch.long),
-            "image_info": image_info,
-        }
-        return (image - mean) / std, target
+        return detection_example(
+            self.read_image(index), info["boxes"], info["classes"], info["crowds"],
+            info["areas"], source_id=info["id"], output_size=self.output_size,
+            augmentation=self.augmentation, mean=self.mean, std=self.std)
+
+
+def detection_example(
+    image: torch.Tensor, boxes: Any, classes: Any, crowds: Any, areas: Any, *,
+    source_id: int, output_size: tuple[int, int], augmentation: Augmentation | None,
+    mean: Sequence[float], std: Sequence[float],
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One ``(image, target)`` example as `COCODetectionDataset` returns it.
+
+    Args:
+        image: Float ``[3, H, W]`` in [0, 1], the original image.
+        boxes: ``[K, 4]`` ``yxyx`` boxes in pixels of ``image``.
+        classes: ``[K]`` labels ``1..num_classes``.
+        crowds: ``[K]`` crowd flags.
+        areas: ``[K]`` areas in original pixels.
+        source_id: The image id.
+        output_size: ``(height, width)`` of the returned image.
+        augmentation: Applied instead of the plain resize when given.
+        mean: Per-channel mean of [0, 1] images.
+        std: Per-channel standard deviation.
+        generator: RNG of the augmentation; None: torch's global RNG.
+    """
+    height, width = int(image.shape[-2]), int(image.shape[-1])
+    original = torch.as_tensor(np.asarray(boxes, np.float32)).reshape(-1, 4)
+    classes = torch.as_tensor(np.asarray(classes, np.int64))
+    crowds = torch.as_tensor(np.asarray(crowds, np.int64))
+    areas = torch.as_tensor(np.asarray(areas, np.float32))
+    xyxy = convert_boxes(original, source="yxyx", target="xyxy")
+    if augmentation is not None:
+        out = augmentation(image, xyxy, labels=torch.arange(len(classes)), generator=generator)
+        image, xyxy, kept = out.image, out.boxes, out.labels
+        original, classes, crowds, areas = (original[kept], classes[kept], crowds[kept],
+                                            areas[kept])
+        # Augmentation does not report its scale or offset: image_info holds the
+        # plain resize, which evaluation (never augmented) relies on.
+    else:
+        image, xyxy, _, _ = scale_crop(image, xyxy, output_size=output_size)
+    if tuple(image.shape[-2:]) != tuple(output_size):
+        raise ValueError(f"augmentation returned a {tuple(image.shape[-2:])} image; "
+                         f"build it with output_size={output_size}.")
+    # The resize `scale_crop` applies at scale 1: fit into output_size, round.
+    factor = min(output_size[0] / height, output_size[1] / width)
+    new_h, new_w = max(1, round(height * factor)), max(1, round(width * factor))
+    image_info = torch.tensor([[height, width], [new_h, new_w],
+                               [new_h / height, new_w / width], [0.0, 0.0]],
+                              dtype=torch.float32)
+    target = {
+        "boxes": convert_boxes(xyxy, source="xyxy", target="yxyx"),
+        "classes": classes,
+        "is_crowds": crowds,
+        "areas": areas,
+        "original_boxes": original,
+        "source_id": torch.tensor(source_id, dtype=torch.long),
+        "height": torch.tensor(height, dtype=torch.long),
+        "width": torch.tensor(width, dtype=torch.long),
+        "image_info": image_info,
+    }
+    mean_t = image.new_tensor(mean).view(-1, 1, 1)
+    std_t = image.new_tensor(std).view(-1, 1, 1)
+    return (image - mean_t) / std_t, target
 
 
 _PER_BOX_KEYS = {"boxes": 0.0, "classes": 0, "is_crowds": 0, "areas": 0.0,
@@ -314,3 +341,25 @@ def collate_detections(
         else:
             labels[key] = torch.stack(values)
     return images, labels
+
+
+class DetectionCollate:
+    """`collate_detections` of each image's first ``max_num_instances`` boxes (Model
+    Garden's fixed-size parser labels), images cast to ``dtype``. Picklable.
+
+    Args:
+        max_num_instances: Boxes kept per image. Defaults to 100.
+        dtype: ``float32``, ``bfloat16`` or ``float16``. Defaults to "float32".
+    """
+
+    def __init__(self, *, max_num_instances: int = 100, dtype: str = "float32") -> None:
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        self.max_num_instances, self.dtype = int(max_num_instances), dtypes[dtype]
+
+    def __call__(self, samples: Sequence[tuple[torch.Tensor, dict[str, torch.Tensor]]]
+                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        n = self.max_num_instances
+        kept = [(image, {key: value[:n] if key in _PER_BOX_KEYS else value
+                         for key, value in target.items()}) for image, target in samples]
+        images, labels = collate_detections(kept)
+        return images.to(self.dtype), labels

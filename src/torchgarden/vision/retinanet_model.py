@@ -102,21 +102,35 @@ class SmallBackbone(nn.Module):
 class FeaturePyramid(nn.Module):
     """Top-down feature pyramid (Lin et al., 2017) over levels ``min_level..max_level``.
 
-    Each level gets a 1x1 lateral projection to ``channels``; coarser levels are
-    upsampled (nearest) and added; a 3x3 conv smooths each sum.
+    Each backbone level gets a 1x1 lateral projection to ``channels``; coarser levels are
+    upsampled (nearest) and added; a 3x3 conv smooths each sum. Levels above the
+    backbone's coarsest (RetinaNet's P6, P7) are stride-2 3x3 convs on the level below
+    (after a ReLU from the second one on), and ``batch_norm`` normalises every output
+    level: Model Garden's FPN.
 
     Args:
         in_channels: ``{str(level): channels}`` of the backbone features used.
         channels: Output channels of every level. Defaults to 64.
+        max_level: Coarsest output level; defaults to the backbone's coarsest.
+        batch_norm: Batch norm on each output level (Model Garden's FPN). Defaults to
+            False (torchgarden's small pyramid).
     """
 
-    def __init__(self, in_channels: dict[str, int], channels: int = 64) -> None:
+    def __init__(self, in_channels: dict[str, int], channels: int = 64, *,
+                 max_level: int | None = None, batch_norm: bool = False) -> None:
         super().__init__()
         self.levels = sorted(in_channels, key=int)
         self.lateral = nn.ModuleDict(
             {level: nn.Conv2d(in_channels[level], channels, 1) for level in self.levels})
         self.smooth = nn.ModuleDict(
             {level: nn.Conv2d(channels, channels, 3, padding=1) for level in self.levels})
+        top = int(self.levels[-1])
+        self.coarser = nn.ModuleDict({
+            str(level): nn.Conv2d(channels, channels, 3, stride=2, padding=1)
+            for level in range(top + 1, (max_level or top) + 1)})
+        self.output_levels = [*self.levels, *self.coarser]
+        self.norms = nn.ModuleDict({level: nn.BatchNorm2d(channels)
+                                    for level in self.output_levels} if batch_norm else {})
 
     def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Maps backbone features to ``{str(level): [B, channels, H_l, W_l]}``."""
@@ -128,7 +142,11 @@ class FeaturePyramid(nn.Module):
                 lateral = lateral + F.interpolate(top, size=lateral.shape[-2:], mode="nearest")
             top = lateral
             outputs[level] = self.smooth[level](lateral)
-        return {level: outputs[level] for level in self.levels}
+        for i, (level, conv) in enumerate(self.coarser.items()):
+            below = outputs[str(int(level) - 1)]
+            outputs[level] = conv(F.relu(below) if i else below)
+        return {level: self.norms[level](outputs[level]) if self.norms else outputs[level]
+                for level in self.output_levels}
 
 
 class RetinaNetHead(nn.Module):
@@ -142,32 +160,41 @@ class RetinaNetHead(nn.Module):
         num_convs: 3x3 conv + ReLU layers per tower. Defaults to 2.
         prior_probability: Initial foreground probability of every anchor. Defaults to
             0.01.
-        batch_norm: Batch norm after each tower conv, its statistics shared by all
-            levels. Defaults to True.
+        batch_norm: Batch norm after each tower conv. Defaults to True.
+        norm_levels: Levels that get their own batch norms (the convs stay shared), as in
+            Model Garden's head. Defaults to () (one batch norm shared by all levels).
     """
 
     def __init__(self, in_channels: int, *, num_classes: int, num_anchors: int,
                  channels: int = 64, num_convs: int = 2, prior_probability: float = 0.01,
-                 batch_norm: bool = True) -> None:
+                 batch_norm: bool = True, norm_levels: Sequence[str] = ()) -> None:
         super().__init__()
         if not 0.0 < prior_probability < 1.0:
             raise ValueError(f"RetinaNetHead: prior_probability must be in (0, 1), got "
                              f"{prior_probability}.")
+
+        per_level = bool(batch_norm and norm_levels and num_convs)
 
         def tower() -> nn.Sequential:
             layers: list[nn.Module] = []
             c_in = in_channels
             for _ in range(num_convs):
                 layers.append(nn.Conv2d(c_in, channels, 3, padding=1, bias=not batch_norm))
-                if batch_norm:
+                if batch_norm and not per_level:
                     layers.append(nn.BatchNorm2d(channels))
                 layers.append(nn.ReLU(inplace=True))
                 c_in = channels
             return nn.Sequential(*layers)
 
+        def norms() -> nn.ModuleDict | None:
+            return nn.ModuleDict({level: nn.ModuleList(
+                nn.BatchNorm2d(channels) for _ in range(num_convs))
+                for level in norm_levels}) if per_level else None
+
         self.num_classes = num_classes
         self.cls_tower = tower()
         self.box_tower = tower()
+        self.cls_norms, self.box_norms = norms(), norms()
         tower_out = channels if num_convs else in_channels
         self.cls_logits = nn.Conv2d(tower_out, num_anchors * num_classes, 3, padding=1)
         self.box_deltas = nn.Conv2d(tower_out, num_anchors * 4, 3, padding=1)
@@ -182,9 +209,23 @@ class RetinaNetHead(nn.Module):
     def forward(self, features: dict[str, torch.Tensor]
                 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Returns per-level ``(class logits, box deltas)`` dicts."""
-        cls_outputs = {k: self.cls_logits(self.cls_tower(v)) for k, v in features.items()}
-        box_outputs = {k: self.box_deltas(self.box_tower(v)) for k, v in features.items()}
+        cls_outputs = {k: self.cls_logits(_tower(self.cls_tower, self.cls_norms, v, k))
+                       for k, v in features.items()}
+        box_outputs = {k: self.box_deltas(_tower(self.box_tower, self.box_norms, v, k))
+                       for k, v in features.items()}
         return cls_outputs, box_outputs
+
+
+def _tower(tower: nn.Sequential, norms: nn.ModuleDict | None, x: torch.Tensor,
+           level: str) -> torch.Tensor:
+    """A tower on one level: its layers, or with ``norms`` each conv, that level's own
+    batch norm and ReLU."""
+    if norms is None:
+        return tower(x)
+    convs = [m for m in tower if isinstance(m, nn.Conv2d)]
+    for conv, norm in zip(convs, norms[level], strict=True):
+        x = F.relu(norm(conv(x)))
+    return x
 
 
 def _resolve_backbone(backbone: nn.Module | None, backbone_channels: Sequence[int],
@@ -198,10 +239,12 @@ def _resolve_backbone(backbone: nn.Module | None, backbone_channels: Sequence[in
         return SmallBackbone(backbone_channels), {
             lv: backbone_channels[int(lv) - 1] for lv in levels}
     found = dict(getattr(backbone, "channels", {}))
-    if any(lv not in found for lv in levels):
+    # Levels above the backbone's coarsest come from the pyramid's stride-2 convs.
+    used = [lv for lv in levels if int(lv) <= max((int(k) for k in found), default=0)]
+    if not used or any(lv not in found for lv in used):
         raise ValueError(f"RetinaNet: the backbone has levels {sorted(found, key=int)} but "
                          f"min_level..max_level needs {levels}; change the levels.")
-    return backbone, {lv: found[lv] for lv in levels}
+    return backbone, {lv: found[lv] for lv in used}
 
 
 class RetinaNet(nn.Module):
@@ -230,6 +273,10 @@ class RetinaNet(nn.Module):
         iou_threshold: Post-processing NMS IoU threshold. Defaults to 0.5.
         max_detections: Detections per image. Defaults to 100.
         pre_nms_top_k: Candidates per image entering NMS. Defaults to 1000.
+        fpn_batch_norm: Batch norm on every pyramid level (Model Garden's FPN). Defaults
+            to False.
+        head_norm_per_level: One set of head batch norms per level (Model Garden's head).
+            Defaults to False (shared by all levels).
 
     Raises:
         ValueError: If ``backbone_channels`` does not have ``max_level`` entries, a given
@@ -256,6 +303,8 @@ class RetinaNet(nn.Module):
         iou_threshold: float = 0.5,
         max_detections: int = 100,
         pre_nms_top_k: int = 1000,
+        fpn_batch_norm: bool = False,
+        head_norm_per_level: bool = False,
     ) -> None:
         super().__init__()
         if not 1 <= min_level <= max_level:
@@ -277,10 +326,12 @@ class RetinaNet(nn.Module):
         self.pre_nms_top_k = pre_nms_top_k
         self.num_anchors = num_scales * len(self.aspect_ratios)
         self.backbone = backbone
-        self.fpn = FeaturePyramid(channels, channels=fpn_channels)
+        self.fpn = FeaturePyramid(channels, channels=fpn_channels, max_level=max_level,
+                                  batch_norm=fpn_batch_norm)
         self.head = RetinaNetHead(fpn_channels, num_classes=num_classes,
                                   num_anchors=self.num_anchors, channels=head_channels,
-                                  num_convs=num_head_convs, prior_probability=prior_probability)
+                                  num_convs=num_head_convs, prior_probability=prior_probability,
+                                  norm_levels=levels if head_norm_per_level else ())
         self._anchor_cache: dict[tuple[int, int, torch.device], torch.Tensor] = {}
 
     def anchor_boxes(self, image_size: Sequence[int],

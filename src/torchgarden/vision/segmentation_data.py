@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch.utils.data import Dataset
 
 from torchgarden.vision.augment import Augmentation
 
-__all__ = ["SegmentationFolderDataset", "IMAGE_EXTENSIONS"]
+__all__ = ["IMAGE_EXTENSIONS", "ResizeThenCrop", "SegmentationFolderDataset"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 _MASK_MODES = ("L", "P", "I", "I;16", "1")
@@ -63,7 +65,7 @@ class SegmentationFolderDataset(Dataset):
         *,
         num_classes: int | None = None,
         image_size: tuple[int, int] | None = None,
-        augment: Augmentation | None = None,
+        augment: Augmentation | ResizeThenCrop | None = None,
         ignore_label: int = 255,
         preload: bool = False,
     ) -> None:
@@ -169,6 +171,42 @@ class SegmentationFolderDataset(Dataset):
             f"{type(self).__name__}(images_dir={str(self.images_dir)!r}, "
             f"masks_dir={str(self.masks_dir)!r}, pairs={len(self)})"
         )
+
+
+class ResizeThenCrop:
+    """Model Garden's ``crop_size`` step of a training pair, then ``augment``.
+
+    The image is resized to ``output_size`` (bilinear, aspect ratio not kept; the mask
+    nearest) when one is given, then a ``crop_size`` window at a uniform random offset is
+    cut out (``tf.image.random_crop``), then ``augment`` (flip, scale jitter to
+    ``crop_size``, normalization) runs. Draws from torch's global RNG. Picklable.
+
+    Args:
+        crop_size: ``(height, width)`` of the crop.
+        output_size: ``(height, width)`` to resize to first, or None.
+        augment: Called as ``augment(image, masks=mask)`` on the crop.
+    """
+
+    def __init__(self, *, crop_size: tuple[int, int], output_size: tuple[int, int] | None,
+                 augment: Augmentation) -> None:
+        self.crop_size, self.output_size, self.augment = crop_size, output_size, augment
+
+    def __call__(self, image: torch.Tensor, masks: torch.Tensor) -> Any:
+        if self.output_size is not None:
+            size = tuple(self.output_size)
+            image = F.interpolate(image[None], size=size, mode="bilinear",
+                                  align_corners=False)[0]
+            masks = F.interpolate(masks[None, None].float(), size=size,
+                                  mode="nearest-exact")[0, 0].to(masks.dtype)
+        (height, width), (ch, cw) = image.shape[-2:], self.crop_size
+        if ch > height or cw > width:
+            raise ValueError(f"crop_size {list(self.crop_size)} is larger than the "
+                             f"{height}x{width} image it crops; lower crop_size or raise "
+                             "output_size.")
+        top = int(torch.randint(0, height - ch + 1, ()))
+        left = int(torch.randint(0, width - cw + 1, ()))
+        image = image[:, top:top + ch, left:left + cw]
+        return self.augment(image, masks=masks[top:top + ch, left:left + cw])
 
 
 def _list_images(folder: Path) -> list[Path]:

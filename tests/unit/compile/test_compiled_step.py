@@ -141,7 +141,7 @@ def test_batch_norm_statistics_are_updated_by_the_graph(aot_eager):
     def cnn(xla):
         params = get_experiment("image_classification")
         params.override({
-            "task": {"model": {"architecture": "cnn", "hidden_sizes": [4]}},
+            "task": {"model": {"backbone": {"type": "cnn"}, "hidden_sizes": [4]}},
             "runtime": {"enable_xla": xla},
         })
         return build(params)

@@ -102,7 +102,7 @@ def test_column_batch_shapes_rows_and_names_missing_columns():
     assert x.shape == (2, 1, 2, 2) and x.dtype == torch.float32 and y.tolist() == [4, 1]
     with pytest.raises(KeyError, match=r"no column 'npy' .* columns: \['image', 'label'\]"):
         collate([{"image": [0], "label": 1, "__key__": "a"}])
-    with pytest.raises(ValueError, match=r"holds 3 values \(shape \(3,\)\), but task.model.input_size is \[1, 2, 2\]"):
+    with pytest.raises(ValueError, match=r"holds 3 values \(shape \(3,\)\), but task.model.input_size asks for \[channels, height, width\] \[1, 2, 2\]"):
         collate([{"npy": [1, 2, 3], "cls": 0}])
 
 

@@ -68,7 +68,7 @@ def test_shared_backbone_gets_the_gradient_of_every_task():
 def test_interleaving_with_one_task_is_bitwise_equal_to_a_single_task_run(tmp_path):
     single = get_experiment("image_classification")
     single.override(SHORT).override({
-        "task": {"model": {"hidden_sizes": [16], "dropout": 0.1}},
+        "task": {"model": {"hidden_sizes": [16], "dropout_rate": 0.1}},
         "trainer": {"optimizer_config": {"learning_rate": {"cosine": {"decay_steps": 20}}}}})
     single.validate()
     multi = MultiTaskExperimentConfig(
