@@ -57,7 +57,7 @@ def test_two_steps_with_randaug_and_mixup_on_npz(tmp_path):
         tmp_path, "--params_override",
         f"task.train_data.source=npz,task.train_data.input_path={tmp_path}/train.npz,"
         f"task.validation_data.source=npz,task.validation_data.input_path={tmp_path}/train.npz,"
-        "task.model.input_size=[3,8,8],task.model.num_classes=4,"
+        "task.model.input_size=[8,8,3],task.model.num_classes=4,"
         "task.train_data.global_batch_size=8,task.train_data.dtype=bfloat16")
     assert code == 0
     assert (tmp_path / "run" / "ckpt-2").is_dir()

@@ -106,7 +106,8 @@ def test_record_parser_reads_model_garden_keys_and_checks_labels():
         is_training=False, aug_crop=True, crop_area_range=[0.08, 1.0],
         center_crop_fraction=0.875, aug_rand_hflip=True, is_multilabel=False,
         tf_resize_method="bilinear", image_field_key="image/encoded",
-        label_field_key="image/class/label"))()
+        label_field_key="image/class/label", aug_type=None, color_jitter=0.0,
+        random_erasing=None, dtype="float32"))()
     image, label = ClassificationRecord.from_config(params, model)(record, 0)
     assert image.shape == (3, 24, 24) and label == 2
     model.num_classes = 2

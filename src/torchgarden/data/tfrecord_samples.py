@@ -37,6 +37,14 @@ def _image(rng: np.random.Generator, height: int, width: int, label: int) -> np.
     return np.clip(base + ramp + noise, 0, 255).astype(np.uint8)
 
 
+def _write_shard(folder: str | os.PathLike[str], prefix: str, shard: int, num_shards: int,
+                 records: list[bytes]) -> str:
+    """``records`` as ``<folder>/<prefix>-0000i-of-0000n``, Model Garden's shard names."""
+    path = os.path.join(os.fspath(folder), f"{prefix}-{shard:05d}-of-{num_shards:05d}")
+    write_tfrecord(path, records)
+    return path
+
+
 def write_classification_shards(
     folder: str | os.PathLike[str], *, num_shards: int = 2, per_shard: int = 8,
     image_size: tuple[int, int] = (40, 48), num_classes: int = 4, seed: int = 0,
@@ -60,9 +68,7 @@ def write_classification_shards(
                 "image/encoded": image, "image/format": fmt.lower().encode(),
                 "image/class/label": label,
                 "image/height": image_size[0], "image/width": image_size[1]}))
-        path = os.path.join(os.fspath(folder), f"{prefix}-{shard:05d}-of-{num_shards:05d}")
-        write_tfrecord(path, records)
-        paths.append(path)
+        paths.append(_write_shard(folder, prefix, shard, num_shards, records))
     return paths
 
 
@@ -99,9 +105,7 @@ def write_detection_shards(
                 "image/object/class/label": classes.tolist(),
                 "image/object/is_crowd": [0] * count,
                 "image/object/area": ((y1 - y0) * (x1 - x0) * height * width).tolist()}))
-        path = os.path.join(os.fspath(folder), f"{prefix}-{shard:05d}-of-{num_shards:05d}")
-        write_tfrecord(path, records)
-        paths.append(path)
+        paths.append(_write_shard(folder, prefix, shard, num_shards, records))
     return paths
 
 
@@ -128,7 +132,5 @@ def write_segmentation_shards(
                 "image/height": height, "image/width": width,
                 "image/segmentation/class/encoded": encode_image(mask, "PNG"),
                 "image/segmentation/class/format": b"png"}))
-        path = os.path.join(os.fspath(folder), f"{prefix}-{shard:05d}-of-{num_shards:05d}")
-        write_tfrecord(path, records)
-        paths.append(path)
+        paths.append(_write_shard(folder, prefix, shard, num_shards, records))
     return paths

@@ -420,10 +420,10 @@ def retinanet_resnetfpn_coco() -> ExperimentConfig:
             "decoder": {"type": "fpn", "fpn": {"num_filters": 256, "batch_norm": True}},
             "head": {"num_convs": 4, "num_filters": 256, "norm_per_level": True},
             "detection_generator": {"pre_nms_top_k": 5000}},
-        "losses": {"l2_weight_decay": 1e-4, "unmatched_threshold": 0.5},
+        "losses": {"l2_weight_decay": 1e-4},
         "train_data": {"source": "tfrecord", "input_path": "coco/train*", "is_training": True,
-                       "global_batch_size": train_batch_size, "aug_rand_hflip": True,
-                       "aug_scale_min": 0.8, "aug_scale_max": 1.2},
+                       "global_batch_size": train_batch_size, "parser": {
+                           "aug_rand_hflip": True, "aug_scale_min": 0.8, "aug_scale_max": 1.2}},
         "validation_data": {"source": "tfrecord", "input_path": "coco/val*",
                             "is_training": False, "global_batch_size": eval_batch_size}})
     return ExperimentConfig(

@@ -31,8 +31,9 @@ import torch
 __all__ = ["KerasAdam", "KerasRMSprop", "KerasSGD"]
 
 
-class _KerasOptimizer(torch.optim.Optimizer):
-    """Runs ``_update(p, grad, state, group)`` for each parameter with a gradient."""
+class PerParameterOptimizer(torch.optim.Optimizer):
+    """Runs ``_update(p, grad, state, group)`` for each parameter with a gradient (the
+    Keras rules here and Model Garden's ``SGDTorch``)."""
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
@@ -56,7 +57,7 @@ def _l2(p: torch.Tensor, grad: torch.Tensor, group: dict[str, Any]) -> torch.Ten
     return grad.add(p, alpha=group["weight_decay"]) if group["weight_decay"] else grad
 
 
-class KerasSGD(_KerasOptimizer):
+class KerasSGD(PerParameterOptimizer):
     """SGD with Keras' momentum (see the module docstring)."""
 
     def __init__(self, params: Any, *, lr: float, momentum: float = 0.0,
@@ -78,7 +79,7 @@ class KerasSGD(_KerasOptimizer):
             p.add_(velocity)
 
 
-class KerasAdam(_KerasOptimizer):
+class KerasAdam(PerParameterOptimizer):
     """Adam with Keras' epsilon; ``decoupled`` weight decay for ``adamw`` (module docstring)."""
 
     def __init__(self, params: Any, *, lr: float, betas: tuple[float, float] = (0.9, 0.999),
@@ -107,7 +108,7 @@ class KerasAdam(_KerasOptimizer):
         p.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-rate)
 
 
-class KerasRMSprop(_KerasOptimizer):
+class KerasRMSprop(PerParameterOptimizer):
     """RMSprop with Keras' epsilon and momentum (module docstring)."""
 
     def __init__(self, params: Any, *, lr: float, rho: float = 0.9, momentum: float = 0.0,

@@ -46,7 +46,7 @@ from torchgarden.optim.factory import (
     _sgd,
     register_optimizer,
 )
-from torchgarden.optim.keras_rules import keras_rule
+from torchgarden.optim.keras_rules import PerParameterOptimizer, keras_rule
 from torchgarden.optim.layerwise import LAMB, LARS
 from torchgarden.optim.param_groups import ParamGroups
 
@@ -128,7 +128,7 @@ def _build_adamw_experimental(config: Any, param_groups: ParamGroups, *, lr: flo
         **_implementation("adamw", param_groups, fused))
 
 
-class SGDTorch(torch.optim.Optimizer):
+class SGDTorch(PerParameterOptimizer):
     """Model Garden's ``sgd_torch``: torch SGD with a momentum warmup.
 
     At optimizer step ``t`` (from 0) the momentum is ``momentum_start + t * (momentum -
@@ -163,29 +163,17 @@ class SGDTorch(torch.optim.Optimizer):
             return start + step * (end - start) / warmup
         return end
 
-    @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:
-        """One update; ``closure`` re-evaluates the loss (optional)."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                t = state.get("step", 0)
-                d = p.grad.add(p, alpha=group["weight_decay"]) if group["weight_decay"] else (
-                    p.grad.clone())
-                if group["momentum"] > 0:
-                    mu = self._momentum(group, t)
-                    buf = state.setdefault("momentum_buffer", torch.zeros_like(p))
-                    buf.mul_(mu).add_(d)
-                    d = d.add(buf, alpha=mu) if group["nesterov"] else buf
-                p.add_(d, alpha=-group["lr"])
-                state["step"] = t + 1
-        return loss
+    def _update(self, p: torch.Tensor, grad: torch.Tensor, state: dict[str, Any],
+                group: dict[str, Any]) -> None:
+        t = state.get("step", 0)
+        d = grad.add(p, alpha=group["weight_decay"]) if group["weight_decay"] else grad.clone()
+        if group["momentum"] > 0:
+            mu = self._momentum(group, t)
+            buf = state.setdefault("momentum_buffer", torch.zeros_like(p))
+            buf.mul_(mu).add_(d)
+            d = d.add(buf, alpha=mu) if group["nesterov"] else buf
+        p.add_(d, alpha=-group["lr"])
+        state["step"] = t + 1
 
 
 @register_optimizer("sgd_torch")
