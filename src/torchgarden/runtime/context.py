@@ -143,9 +143,9 @@ def _join_process_group(config: RuntimeConfig, device: torch.device) -> None:
     agents keep one store for all their restarts (``TORCHELASTIC_USE_AGENT_STORE``;
     pytorch/pytorch#135712), so a restarted rank could read a dead peer's address left by
     the previous attempt and wait for it (5 of 8 rounds of tests/distributed/
-    test_elastic_restart.py without the prefix on one node; every restart failed so on two
-    nodes, tests/distributed/test_two_nodes.py). The agents of a job restart together, so
-    their attempts agree.
+    test_elastic_restart.py without the prefix on one node; 3 of 4 runs of tests/distributed/
+    test_two_nodes.py on two nodes). The agents of a job restart together, so their
+    attempts agree.
     """
     import torch.distributed as dist
 
