@@ -8,7 +8,8 @@
   nodes too.)
 * Elastic (``--nnodes 1:2``): a whole node dies for good; the other node's rank fails in
   one line, its agent re-forms the job at world size 1 and the run resumes from the
-  newest checkpoint (the single-file checkpoint loads at any world size) to the end.
+  newest checkpoint (the single-file checkpoint loads at any world size) to the end; a
+  WebDataset stream restarts its saved epoch there (docs/data.md).
 
 Not covered, because torchrun itself cannot do it (torch 2.13): a node whose *agent*
 died and is started again cannot rejoin a fixed-size job; both agents wait for each
@@ -47,7 +48,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _node(name: str, model_dir: Path, nnodes: str, port: int, root: Path) -> subprocess.Popen:
+def _node(name: str, model_dir: Path, nnodes: str, port: int, root: Path,
+          command: tuple[str, ...] = ()) -> subprocess.Popen:
     """One node: a torchrun agent with one worker, in its own session."""
     environ = {k: v for k, v in os.environ.items()
                if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK") and not k.startswith("TG_FAULT")}
@@ -57,8 +59,8 @@ def _node(name: str, model_dir: Path, nnodes: str, port: int, root: Path) -> sub
          "--nproc_per_node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
          f"127.0.0.1:{port}", "--rdzv-id", "tg-two-nodes", "--max-restarts", "3",
          "--redirects", "3", "--log-dir", str(root / f"logs_{name}"), FAULTY_CLI, "train",
-         "--experiment", "toy_regression", "--mode", "train", "--model_dir", str(model_dir),
-         "--params_override", OVERRIDES],
+         "--mode", "train", "--model_dir", str(model_dir),
+         *(command or ("--experiment", "toy_regression", "--params_override", OVERRIDES))],
         env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
 
@@ -76,11 +78,12 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _start(model_dir: Path, nnodes: str, root: Path) -> tuple[subprocess.Popen, subprocess.Popen]:
+def _start(model_dir: Path, nnodes: str, root: Path,
+           command: tuple[str, ...] = ()) -> tuple[subprocess.Popen, subprocess.Popen]:
     port = _free_port()
-    first = _node("a", model_dir, nnodes, port, root)  # Hosts the rendezvous store.
+    first = _node("a", model_dir, nnodes, port, root, command)  # Hosts the rendezvous store.
     time.sleep(1.0)
-    return first, _node("b", model_dir, nnodes, port, root)
+    return first, _node("b", model_dir, nnodes, port, root, command)
 
 
 def _wait_for_training(model_dir: Path, nodes) -> None:
@@ -158,3 +161,51 @@ def test_a_node_lost_for_good_leaves_an_elastic_job_at_one_rank_that_finishes(tm
     state = torch.load(model_dir / f"ckpt-{STEPS}" / "state.pt", weights_only=True)
     assert state["global_step"]["value"] == STEPS
     assert all(torch.isfinite(v).all() for v in state["model"].values())
+
+
+def _write_shards(root: Path, shards: int = 4, per_shard: int = 16) -> str:
+    """Digits as WebDataset tar shards (``<key>.npy`` + ``<key>.cls``); returns the glob."""
+    import io
+    import tarfile
+
+    import numpy as np
+
+    import torchgarden as tg
+
+    images, labels = tg.data.load_digits_arrays("train")
+    for shard in range(shards):
+        with tarfile.open(root / f"shard-{shard}.tar", "w") as tar:
+            for i in range(shard * per_shard, (shard + 1) * per_shard):
+                array = io.BytesIO()
+                np.save(array, images[i].numpy().astype(np.float32))
+                for extension, payload in (("npy", array.getvalue()),
+                                           ("cls", str(int(labels[i])).encode())):
+                    info = tarfile.TarInfo(f"{i:06d}.{extension}")
+                    info.size = len(payload)
+                    tar.addfile(info, io.BytesIO(payload))
+    return str(root / "shard-*.tar")
+
+
+def test_a_stream_restarts_its_epoch_when_a_node_is_lost_for_good(tmp_path):
+    """A WebDataset stream's position is per rank: at the new world size every rank
+    restarts the saved epoch of its shards (with one warning), and the run ends."""
+    steps = 400
+    command = ("--experiment", "image_classification", "--params_override",
+               f"task.train_data.source=webdataset,task.train_data.input_path="
+               f"{_write_shards(tmp_path)},task.train_data.x_key=npy,task.train_data.y_key=cls,"
+               f"task.train_data.global_batch_size=8,trainer.train_steps={steps},"
+               "trainer.steps_per_loop=20,trainer.summary_interval=20,"
+               "trainer.checkpoint_interval=20,runtime.distribution_strategy=ddp,"
+               "runtime.distributed_timeout=0.5,trainer.validation_steps=1")
+    model_dir = tmp_path / "run"
+    nodes = _start(model_dir, "1:2", tmp_path, command)
+    _wait_for_training(model_dir, nodes)
+    for pid in [*_children(nodes[1].pid), nodes[1].pid]:
+        os.kill(pid, signal.SIGKILL)
+    results = _finish(nodes[:1])
+
+    assert results[0][0] == 0, results[0][1][-3000:]
+    logs = "".join(log.read_text(errors="replace")
+                   for log in (tmp_path / "logs_a").glob("*/attempt_1/0/std*.log"))
+    assert "across 1; every rank restarts epoch" in logs, logs[-3000:]
+    assert (model_dir / f"ckpt-{steps}").is_dir()

@@ -303,7 +303,8 @@ class DataIterator:
             "across %d; every rank restarts epoch %d of its shard.", saved_world_size,
             world_size, epoch,
         )
-        return {"epoch": epoch, "batches_in_epoch": 0}
+        same_data = {k: ranks[0][k] for k in ("data_fingerprint",) if k in ranks[0]}
+        return {"epoch": epoch, "batches_in_epoch": 0, **same_data}
 
 
 def _sum_key(state: Any, key: str) -> int:
