@@ -184,6 +184,7 @@ def test_streaming_data_resumes_bitwise_at_two_ranks(main_run, source):
     assert_same(training_state(out / "resumed" / f"ckpt-{step}"), full)
     stop = read_full_state(out / "resumed" / f"ckpt-{scale.STREAM_STOP}")["train_iterator"]
     if source == "datasets":  # By index: one position in global batches, for any world size.
+        assert stop.pop("data_fingerprint").endswith("/192rows")  # Resumed on the same data only.
         assert stop == {"epoch": 0, "batches_in_epoch": scale.STREAM_STOP}
     else:  # A stream's position is per rank: both ranks' are kept.
         assert stop["world_size"] == 2 and len(stop["ranks"]) == 2

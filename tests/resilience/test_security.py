@@ -7,6 +7,8 @@ tests check the refusal message and that the marker never appears.
 from __future__ import annotations
 
 import ast
+import html
+import html.parser
 import json
 import os
 import pathlib
@@ -15,6 +17,7 @@ import sys
 
 import pytest
 import torch
+import yaml
 from resilience_tools import process_state_restored
 
 from torchgarden.checkpoint import layout
@@ -188,3 +191,53 @@ def test_the_source_loads_only_with_weights_only_and_never_evals_config_data():
     assert evals == []
     safe = (SRC / "config" / "overrides.py").read_text()
     assert re.search(r"class _Loader\(getattr\(yaml, \"CSafeLoader\", yaml\.SafeLoader\)\)", safe)
+
+
+EVIL = '</script><script>document.title="pwned"</script><!--<script>'
+EVIL_ATTR = '"><img src=x onerror=alert(1)>'
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.data_block = ""
+        self._in_data = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_data = tag == "script" and dict(attrs).get("id") == "tg-data"
+
+    def handle_data(self, data):
+        if self._in_data:
+            self.data_block += data
+
+    def handle_endtag(self, tag):
+        self._in_data = False
+
+
+def test_a_report_of_metrics_holding_html_and_script_escapes_them(tmp_path, capsys):
+    """Split names, metric names, config values and the run's name are the run's data:
+    the page shows them as text and runs only its own three scripts."""
+    model_dir = tmp_path / f"run{EVIL_ATTR.replace('/', '_')}"
+    model_dir.mkdir()
+    rows = [{"step": s, "split": f"train{EVIL}", "wall_time": 0.0, f"loss{EVIL}": 1.0 / s,
+             EVIL_ATTR: 2.0} for s in (1, 2, 3)]
+    (model_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (model_dir / "params.yaml").write_text(yaml.safe_dump({"task": {"name": EVIL + EVIL_ATTR}}))
+    output = tmp_path / "report.html"
+
+    code, err = run(["report", str(model_dir), "--output", str(output), "--title", EVIL], capsys)
+
+    assert code == 0, err
+    page = output.read_text()
+    parser = _Tags()
+    parser.feed(page)
+    assert [t for t, _ in parser.tags if t in ("script", "img", "iframe", "object")] == [
+        "script"] * 3
+    assert not [(t, a) for t, a in parser.tags for k in a if k.startswith("on")]
+    assert "<" not in parser.data_block and ">" not in parser.data_block
+    data = json.loads(parser.data_block)
+    assert any(EVIL in chart["title"] for chart in data["charts"])
+    assert any(EVIL_ATTR in chart["title"] for chart in data["charts"])
+    assert html.escape(EVIL) in page and EVIL not in page

@@ -184,6 +184,9 @@ def file_problem(
     rank, world_size = share
     for name in sorted(meta["files"])[rank::world_size]:
         info, file_path = meta["files"][name], os.path.join(path, name)
+        if os.path.islink(file_path):  # torchgarden writes none; it may point anywhere.
+            return (f"{file_path!r} is a symbolic link (to {os.readlink(file_path)!r}); a "
+                    f"checkpoint holds only its own files.")
         if not os.path.isfile(file_path):
             return f"{file_path!r} is missing."
         size = os.path.getsize(file_path)
@@ -206,8 +209,21 @@ def verify(path: str | os.PathLike[str], *, check_step: bool = True) -> dict[str
     return meta
 
 
+def link_problem(path: str) -> str | None:
+    """Why an entry found in a directory is not read as a checkpoint there: it is a
+    symbolic link (torchgarden writes none, and a run reads only its own); else None."""
+    if os.path.islink(path):
+        return (f"it is a symbolic link (to {os.readlink(path)!r}); a run resumes only from "
+                f"checkpoints written in its directory (load another one by path: "
+                f"task.init_checkpoint, or CheckpointManager.restore(path)).")
+    return None
+
+
 def problem(path: str) -> str | None:
-    """Why an existing entry is no complete checkpoint (manifest and sizes), or None."""
+    """Why an existing entry is no complete checkpoint (a link, its manifest or sizes),
+    or None."""
+    if (link := link_problem(path)) is not None:
+        return link
     try:
         meta = read_manifest(path)
     except CorruptCheckpointError as e:
@@ -283,7 +299,10 @@ def remove_checkpoint(path: str) -> None:
         os.rename(path, hidden)
     except FileNotFoundError:
         return
-    shutil.rmtree(hidden, ignore_errors=True)
+    if os.path.islink(hidden):
+        os.unlink(hidden)  # The link only: never what it points at.
+    else:
+        shutil.rmtree(hidden, ignore_errors=True)
 
 
 def clean_stale_temp_dirs(directory: str, name: str) -> None:

@@ -87,6 +87,10 @@ def select(
     candidates = [path for _, path in reversed(layout.entries(directory, name))
                   if path not in unusable]
     for candidate in candidates:
+        if (link := layout.link_problem(candidate)) is not None:
+            logger.warning("skipping checkpoint %s: %s", candidate, link)
+            unusable.add(candidate)
+            continue
         try:
             return candidate, read_state(candidate, items, hashes=hashes, finite=True)
         except CorruptCheckpointError as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -124,7 +125,19 @@ def _message(error: BaseException) -> str:
         text = str(error.args[0])
     else:
         text = str(error)
+    worker = _WORKER_ERROR.match(text)
+    if worker is not None:  # torch re-raises a DataLoader worker's error with its traceback.
+        inner = worker["error"].strip()
+        if isinstance(error, KeyError) and len(inner) > 1 and inner[0] == inner[-1] in "'\"":
+            inner = inner[1:-1]  # KeyError's repr quotes
+        text = f"{inner} (in DataLoader worker {worker['worker']})"
     return " ".join(text.split()) or type(error).__name__
+
+
+#: How torch's ExceptionWrapper words an error raised in a DataLoader worker.
+_WORKER_ERROR = re.compile(r"Caught \w+ in DataLoader worker process (?P<worker>\d+)\."
+                           r".*Original Traceback.*\n\w+(?:\.\w+)*: (?P<error>.*?)\s*$",
+                           re.DOTALL)
 
 
 def _command_list(args: argparse.Namespace) -> int:

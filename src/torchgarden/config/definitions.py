@@ -82,7 +82,10 @@ class DataConfig(Config):
     """For ``tfrecord``: skip a record whose CRC or framing is bad, or that is no valid
     example, with a warning naming its file and offset, and count it
     (``data/skipped_records`` in the train metrics: this epoch, all workers) instead of
-    stopping there. A torchgarden addition; Model Garden stops."""
+    stopping there. For ``webdataset``: skip the rest of a tar shard that is missing,
+    truncated or corrupt when it is reached, with a warning naming it and the examples it
+    gave, instead of stopping with one line naming it. A torchgarden addition; Model
+    Garden stops."""
     seed: int | None = None
     """Seed of the shuffling order; None derives it from the runtime seed."""
     deterministic: bool | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 from torchgarden.config._classes import TYPE_KEY, key_of
@@ -80,6 +81,12 @@ def check_routines(config: Config, field: str) -> None:
         if not name:
             raise ConfigError(f"{key}[{index}].task_name is empty (and so is its "
                               "task_config.name); name the task", key=f"{key}[{index}].task_name")
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            # The name is a log subdirectory (train/<name>/) and a module key: never a path.
+            raise ConfigError(
+                f"{key}[{index}].task_name must be letters, digits, '_' or '-' (it names the "
+                f"task's log directory train/<name>/), received {name!r}",
+                key=f"{key}[{index}].task_name")
         if name in names:
             raise ConfigError(
                 f"{key}[{index}].task_name: {name!r} is also the name of {key}"

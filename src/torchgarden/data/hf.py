@@ -19,15 +19,22 @@ Everything here is local files; nothing is downloaded. Requires
 
 from __future__ import annotations
 
+import io
+import logging
 import os
-from collections.abc import Sequence
+import tarfile
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-__all__ = ["ArrowColumns", "ColumnBatch", "load_arrow", "stream_arrow", "stream_webdataset"]
+__all__ = ["ArrowColumns", "BadShardError", "ColumnBatch", "load_arrow", "stream_arrow",
+           "fingerprint",
+           "stream_webdataset"]
+
+_logger = logging.getLogger("torchgarden")
 
 
 def _datasets() -> Any:
@@ -52,7 +59,37 @@ def load_arrow(path: str | os.PathLike[str]) -> Any:
         raise FileNotFoundError(
             f"{path!r} is no dataset saved with datasets.Dataset.save_to_disk (no state.json)."
         )
-    return _datasets().load_from_disk(path)
+    try:
+        return _datasets().load_from_disk(path)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # pyarrow's errors name no file: find the bad one.
+        raise BadShardError(f"Hugging Face dataset {path!r}: {_bad_arrow_file(path) or e}; "
+                            "save it again (Dataset.save_to_disk).") from None
+
+
+def _bad_arrow_file(path: str) -> str | None:
+    """``"<file> is unreadable (why)"`` for the first Arrow file of a saved dataset that
+    pyarrow cannot read, or None."""
+    import json
+
+    import pyarrow as pa
+
+    with open(os.path.join(path, "state.json"), encoding="utf-8") as f:
+        files = [entry["filename"] for entry in json.load(f).get("_data_files", [])]
+    for name in files:
+        try:
+            with pa.memory_map(os.path.join(path, name)) as source:
+                pa.ipc.open_stream(source).read_all()
+        except (OSError, pa.ArrowException) as e:
+            return f"its data file {name} is unreadable ({e})"
+    return None
+
+
+def fingerprint(dataset: Any) -> str:
+    """What identifies a ``datasets.Dataset``'s content on resume: ``datasets``' own
+    fingerprint (recorded in ``state.json``) and its number of rows."""
+    return f"{dataset._fingerprint}/{dataset.num_rows}rows"
 
 
 def stream_arrow(path: str | os.PathLike[str]) -> Any:
@@ -60,13 +97,19 @@ def stream_arrow(path: str | os.PathLike[str]) -> Any:
     Arrow file (``save_to_disk(num_shards=...)`` decides how many: at least the number
     of replicas times the workers each, for every worker to get its own)."""
     dataset = load_arrow(path)
-    return dataset.to_iterable_dataset(num_shards=max(1, len(dataset.cache_files)))
+    stream = dataset.to_iterable_dataset(num_shards=max(1, len(dataset.cache_files)))
+    stream.data_fingerprint = fingerprint(dataset)
+    return stream
 
 
-def stream_webdataset(paths: Sequence[str]) -> Any:
+def stream_webdataset(paths: Sequence[str], *, skip_bad: bool = False) -> Any:
     """WebDataset ``.tar`` shards as an ``IterableDataset`` (one shard per file).
 
-    Members are decoded by extension (``npy``, ``cls``, ``json``, ``png``, ...).
+    Members are decoded by extension as ``datasets``' WebDataset reader decodes them
+    (``npy``, ``cls``, ``json``, ...; images such as ``png`` become PIL images). A shard
+    that is missing, truncated or corrupt when it is reached stops the run with one
+    line naming it (a ``BadShardError``), or, with ``skip_bad``, the rest of that shard
+    is skipped with one warning naming it and the examples it gave.
 
     Raises:
         FileNotFoundError: A path is not an existing ``.tar`` file.
@@ -74,8 +117,80 @@ def stream_webdataset(paths: Sequence[str]) -> Any:
     for path in paths:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"WebDataset shard {path!r} does not exist.")
-    return _datasets().load_dataset("webdataset", data_files={"train": list(paths)},
-                                    split="train", streaming=True)
+    return _datasets().IterableDataset.from_generator(
+        _tar_examples, gen_kwargs={"paths": list(paths), "skip_bad": skip_bad})
+
+
+class BadShardError(ValueError):
+    """A data shard is missing, truncated or corrupt (named, with where it stopped)."""
+
+
+def _tar_examples(paths: list[str], skip_bad: bool) -> Iterator[dict[str, Any]]:
+    """The examples of each tar shard (``__key__``, ``__url__`` and one entry per field)."""
+    for path in paths:
+        count = 0
+        try:
+            with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
+                for example in _tar_pipeline(path, tar):
+                    count += 1
+                    yield example
+        except (OSError, tarfile.TarError, ValueError, EOFError) as e:
+            why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            if not skip_bad:
+                raise BadShardError(
+                    f"WebDataset shard {path!r} is unreadable after {count} examples ({why}); "
+                    "replace it, or set skip_bad_records=true in the data config to skip the "
+                    "rest of a bad shard with a warning.") from None
+            _logger.warning("skipping the rest of WebDataset shard %s after %d examples (%s).",
+                            path, count, why)
+
+
+def _tar_pipeline(path: str, tar: tarfile.TarFile) -> Iterator[dict[str, Any]]:
+    """Groups ``<key>.<field>`` members into examples, decoded as ``datasets`` does."""
+    from datasets.packaged_modules.webdataset.webdataset import DECODERS, IMAGE_EXTENSIONS
+
+    example: dict[str, Any] = {}
+    for member in tar:
+        if not member.isfile() or "." not in os.path.basename(member.name):
+            continue
+        directory, name = os.path.split(member.name)
+        stem, field = name.split(".", 1)
+        key = os.path.join(directory, stem)
+        if example and example["__key__"] != key:
+            yield example
+            example = {}
+        handle = tar.extractfile(member)
+        data = handle.read() if handle is not None else b""
+        if len(data) != member.size:
+            raise EOFError(f"member {member.name} holds {len(data)} of {member.size} bytes")
+        extension = field.rsplit(".", 1)[-1].lower()
+        if extension in IMAGE_EXTENSIONS:
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data)) as image:
+                image.load()
+                value: Any = image.copy()
+        else:
+            value = DECODERS[extension](data) if extension in DECODERS else data
+        example.update({"__key__": key, "__url__": path, field: value})
+    _check_end(tar)  # Before the last example, which a cut shard leaves incomplete.
+    if example:
+        yield example
+
+
+def _check_end(tar: tarfile.TarFile) -> None:
+    """A tar ends with two zero blocks: tarfile ends silently at a header it cannot read
+    (corrupt) or at the end of the file (cut at a member boundary), so look."""
+    f = tar.fileobj
+    tail = b""
+    f.seek(tar.offset)
+    while chunk := f.read(1 << 16):
+        tail += chunk.strip(b"\0")[:1]  # Only whether a non-zero byte follows.
+        if tail:
+            raise tarfile.ReadError(f"no valid tar header at byte offset {tar.offset}")
+    if f.tell() - tar.offset < 2 * tarfile.BLOCKSIZE:
+        raise tarfile.ReadError(f"cut short at byte offset {tar.offset} (no end-of-archive "
+                                "blocks)")
 
 
 def _image(value: Any, shape: Sequence[int]) -> torch.Tensor:
@@ -114,9 +229,11 @@ class ColumnBatch:
             KeyError: A column is missing; the message lists the row's columns.
         """
         for key in (self.x_key, self.y_key):
-            if key not in row:
+            if row.get(key) is None:
                 columns = sorted(k for k in row if not k.startswith("__"))
-                raise KeyError(f"no column {key!r} in the data; its columns: {columns} (set "
+                where = (f"example {row['__key__']!r} of {row['__url__']!r}"
+                         if "__url__" in row else "the data")
+                raise KeyError(f"no column {key!r} in {where}; its columns: {columns} (set "
                                "x_key / y_key).")
         return _image(row[self.x_key], self.shape), int(row[self.y_key])
 
@@ -135,6 +252,7 @@ class ArrowColumns(Dataset):
     """
 
     def __init__(self, dataset: Any, columns: ColumnBatch) -> None:
+        self.data_fingerprint = fingerprint(dataset)
         self.dataset = dataset.with_format("numpy")
         self.columns = columns
 

@@ -229,6 +229,9 @@ class DataIterator:
         `{"world_size": W, "ranks": [state of rank 0, ...]}`.
         """
         state: dict[str, Any] = {"epoch": self._epoch, "batches_in_epoch": self._batches_in_epoch}
+        fingerprint = getattr(self.loader, "data_fingerprint", None)
+        if fingerprint is not None:
+            state["data_fingerprint"] = str(fingerprint)
         if self._skipped:
             state["skipped"] = [list(position) for position in sorted(self._skipped)]
         if not self._stateful:
@@ -251,7 +254,8 @@ class DataIterator:
 
         Raises:
             KeyError: If a key is missing.
-            ValueError: If a value is negative.
+            ValueError: If a value is negative, or the loader's ``data_fingerprint`` is
+                not the one saved (the data changed: its position would mean other examples).
         """
         state_dict = self._own_state(state_dict)
         for key in ("epoch", "batches_in_epoch"):
@@ -262,6 +266,8 @@ class DataIterator:
                 )
             if int(state_dict[key]) < 0:
                 raise ValueError(f"DataIterator state {key} must be >= 0, got {state_dict[key]}.")
+        _check_same_data(state_dict.get("data_fingerprint"),
+                         getattr(self.loader, "data_fingerprint", None))
         self._epoch = int(state_dict["epoch"])
         self._batches_in_epoch = int(state_dict["batches_in_epoch"])
         self._skipped = {(int(e), int(i)) for e, i in state_dict.get("skipped", ())}
@@ -297,7 +303,8 @@ class DataIterator:
             "across %d; every rank restarts epoch %d of its shard.", saved_world_size,
             world_size, epoch,
         )
-        return {"epoch": epoch, "batches_in_epoch": 0}
+        same_data = {k: ranks[0][k] for k in ("data_fingerprint",) if k in ranks[0]}
+        return {"epoch": epoch, "batches_in_epoch": 0, **same_data}
 
 
 def _sum_key(state: Any, key: str) -> int:
@@ -324,3 +331,14 @@ def _shutdown_workers(iterator: Iterator[Any]) -> None:
     shutdown = getattr(iterator, "_shutdown_workers", None)
     if callable(shutdown) and not getattr(iterator, "_persistent_workers", False):
         shutdown()
+
+
+def _check_same_data(saved: str | None, current: Any) -> None:
+    """A loader may carry ``data_fingerprint`` (a dataset's, e.g. Hugging Face's
+    ``_fingerprint``); a position saved on other data is refused rather than resumed."""
+    if saved is None or current is None or str(current) == saved:
+        return
+    raise ValueError(
+        f"the training data changed since the checkpoint was written (it was {saved}, now "
+        f"{current}), so its saved position would read other examples: restore the data it "
+        "trained on.")

@@ -70,8 +70,15 @@ class ExportResult:
 
 
 def default_output_dir(source: ExportSource) -> str:
-    """``<model_dir>/exports/<checkpoint name>``, e.g. ``runs/ic/exports/best_ckpt-2000``."""
-    return os.path.join(source.model_dir, "exports", os.path.basename(source.checkpoint_path))
+    """``<model_dir>/exports/<checkpoint name>``, e.g. ``runs/ic/exports/best_ckpt-2000``;
+    an ``ExportError`` if a directory on the way is a link (it stays in the model_dir)."""
+    exports = os.path.join(source.model_dir, "exports")
+    path = os.path.join(exports, os.path.basename(source.checkpoint_path))
+    for part in (exports, path):
+        if os.path.islink(part):
+            raise ExportError(f"{part} is a symbolic link (to {os.readlink(part)}); the default "
+                              "export stays in the model_dir: name one with --output.")
+    return path
 
 
 def _is_our_export(path: str) -> bool:

@@ -36,6 +36,10 @@ from torchgarden.export.errors import ExportError
 __all__ = ["ExportSource", "find_checkpoint", "resolve_source", "select_weights"]
 
 _BEST_INFO = "info.json"
+#: Checkpoint choices made by scanning (not a path): rescanned when a live run deletes one.
+_CHOSEN = ("auto", "best", "latest")
+#: How often a choice is made again when a live run deleted the chosen checkpoint.
+_RESCANS = 20
 _logger = logging.getLogger("torchgarden")
 
 
@@ -114,14 +118,24 @@ def find_checkpoint(model_dir: str, checkpoint: str = "auto") -> str:
 
 def _newest_verified(directory: str, name: str) -> str | None:
     """The newest ``<name>-<N>`` whose manifest and hashes verify; others are named in a
-    warning and skipped (as a resumed run skips them)."""
-    for _, candidate in reversed(layout.entries(directory, name)):
-        try:
-            layout.verify(candidate)
-        except CheckpointError as e:
-            _logger.warning("skipping checkpoint %s: %s", candidate, e)
-            continue
-        return candidate
+    warning and skipped (as a resumed run skips them). One that a live run's retention
+    deleted while it was read is no fault: the directory is scanned again."""
+    for _ in range(_RESCANS):
+        for _, candidate in reversed(layout.entries(directory, name)):
+            try:
+                if (link := layout.link_problem(candidate)) is not None:
+                    raise CheckpointError(link)
+                layout.verify(candidate)
+            except (CheckpointError, OSError) as e:
+                if not os.path.lexists(candidate):
+                    break  # Deleted meanwhile: newer ones may exist now.
+                if isinstance(e, OSError):
+                    raise
+                _logger.warning("skipping checkpoint %s: %s", candidate, e)
+                continue
+            return candidate
+        else:
+            return None
     return None
 
 
@@ -202,8 +216,24 @@ def resolve_source(model_dir: str, checkpoint: str = "auto",
         ExportError: No checkpoint, no config, or ``ema=True`` without averages.
         CheckpointError: The checkpoint is corrupt or unsafe to load.
     """
-    path = find_checkpoint(model_dir, checkpoint)
-    CheckpointManager.verify(path)
+    for _ in range(_RESCANS - 1):
+        path = find_checkpoint(model_dir, checkpoint)
+        try:
+            return _read_source(model_dir, path, ema, verified=checkpoint in _CHOSEN)
+        except (CheckpointError, OSError):
+            # A live run's retention deleted it between the choice and the read: choose
+            # again. (An open file stays readable, so a read that began completes.)
+            if checkpoint not in _CHOSEN or os.path.lexists(path):
+                raise
+            _logger.info("%s was deleted by its run while it was read; choosing again.", path)
+    return _read_source(model_dir, find_checkpoint(model_dir, checkpoint), ema,
+                        verified=checkpoint in _CHOSEN)
+
+
+def _read_source(model_dir: str, path: str, ema: bool | None, *,
+                 verified: bool) -> ExportSource:
+    if not verified:  # A chosen checkpoint was verified as it was chosen: read it once more.
+        CheckpointManager.verify(path)
     params = _config_of(path) or _params_yaml(model_dir)
     if params is None:
         raise ExportError(f"{path}: its meta.json records no config and {model_dir} has no "

@@ -53,7 +53,10 @@ def _chart_data(runs: list[Run], charts: list[Chart]) -> str:
             for i, chart in enumerate(charts)
         ],
     }
-    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # Run names, tags and splits are the runs' data: with no '<', '>' or '&' left, nothing
+    # in them can end the script element or start a comment inside it ('<!--<script>').
+    text = json.dumps(data, separators=(",", ":"))
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
 def _runs_section(runs: list[Run]) -> str:

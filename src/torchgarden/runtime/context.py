@@ -139,19 +139,20 @@ def setup_runtime(config: RuntimeConfig) -> RuntimeContext:
 def _join_process_group(config: RuntimeConfig, device: torch.device) -> None:
     """``init_process_group`` with ``runtime.distributed_timeout`` for every collective.
 
-    Under torchrun on one node, the group's keys are namespaced by the restart attempt:
-    torchrun's agent keeps one store for all its restarts (``TORCHELASTIC_USE_AGENT_STORE``;
+    Under torchrun the group's keys are namespaced by the restart attempt: torchrun's
+    agents keep one store for all their restarts (``TORCHELASTIC_USE_AGENT_STORE``;
     pytorch/pytorch#135712), so a restarted rank could read a dead peer's address left by
     the previous attempt and wait for it (5 of 8 rounds of tests/distributed/
-    test_elastic_restart.py without the prefix). Several nodes count their restarts
-    apart, so there the keys stay shared and the timeout bounds such a wait.
+    test_elastic_restart.py without the prefix on one node; 3 of 4 runs of tests/distributed/
+    test_two_nodes.py on two nodes). The agents of a job restart together, so their
+    attempts agree.
     """
     import torch.distributed as dist
 
     timeout = datetime.timedelta(minutes=config.distributed_timeout)
     backend = config.backend or ("nccl" if device.type == "cuda" else "gloo")
     env = os.environ
-    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and env.get("GROUP_WORLD_SIZE") == "1":
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         world_size = int(env["WORLD_SIZE"])
         store = dist.PrefixStore(
             f"torchgarden/restart_{env.get('TORCHELASTIC_RESTART_COUNT', '0')}",

@@ -13,7 +13,7 @@ from torchgarden.summary.manager import (
     scalar_summary,
 )
 from torchgarden.summary.metrics_file import METRICS_FILE, MetricsFile, read_metrics
-from torchgarden.summary.tracker import Tracker
+from torchgarden.summary.tracker import RemoteTracker, Tracker
 
 __all__ = [
     "METRICS_FILE",
@@ -22,6 +22,7 @@ __all__ = [
     "SummaryFn",
     "SummaryManager",
     "SummaryManagerInterface",
+    "RemoteTracker",
     "Tracker",
     "read_metrics",
     "scalar_summary",

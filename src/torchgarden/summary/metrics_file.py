@@ -92,7 +92,10 @@ class MetricsFile(Tracker):
             )
         if self._file is None:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+            # Never through a symbolic link (ELOOP): it would append to what it points at.
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                         0o644)
+            self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         row = {"step": int(step), "split": split, "wall_time": time.time(), **scalars}
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()  # To the OS: survives a SIGKILL of this process.

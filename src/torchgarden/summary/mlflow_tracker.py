@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from torchgarden.summary.tracker import Tracker
+from torchgarden.summary.tracker import RemoteTracker
 from torchgarden.utils.logs import flatten
 
 __all__ = ["MlflowTracker", "flatten_params"]
@@ -46,8 +46,12 @@ def _client(tracking_uri: str) -> Any:
     return MlflowClient(tracking_uri=tracking_uri or None)
 
 
-class MlflowTracker(Tracker):
+class MlflowTracker(RemoteTracker):
     """Logs scalars to one MLflow run, created on the first write (or resumed).
+
+    Sent from a background thread: an unreachable or vanished server costs training
+    nothing; the rows are kept and sent when it answers again (see ``RemoteTracker``).
+    MLflow's own retries (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) apply to each try.
 
     Example:
         >>> tracker = MlflowTracker(tracking_uri="sqlite:///mlflow.db", run_name="ic")
@@ -62,11 +66,13 @@ class MlflowTracker(Tracker):
     """
 
     name = "mlflow"
+    service = "MLflow"
 
     def __init__(
         self, *, tracking_uri: str = "", experiment_name: str = "torchgarden",
         run_name: str = "", tags: Mapping[str, str] | None = None,
     ) -> None:
+        super().__init__()
         self.tracking_uri = tracking_uri
         self.experiment_name = experiment_name
         self.run_name = run_name
@@ -109,7 +115,7 @@ class MlflowTracker(Tracker):
         return {key: max(m.step for m in client.get_metric_history(self.run_id, key))
                 for key in keys}
 
-    def log_scalars(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
+    def _send(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
         """Logs ``scalars`` as ``<split>/<key>`` at ``step`` (one ``log_batch`` call)."""
         if not self._open:
             self._start()
@@ -121,12 +127,17 @@ class MlflowTracker(Tracker):
                    if step > self._held.get(f"{split}/{key}", -1)]
         for i in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
             self._client.log_batch(self.run_id, metrics=metrics[i:i + _MAX_METRICS_PER_BATCH])
+        for metric in metrics:  # A retried row never logs a point twice.
+            self._held[metric.key] = max(self._held.get(metric.key, -1), metric.step)
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """Marks the MLflow run finished (a resumed run marks it running again)."""
         if self._open:
             self._client.set_terminated(self.run_id, status="FINISHED")
             self._open = False
+
+    def _where(self) -> str:
+        return self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI", "./mlruns")
 
     def __repr__(self) -> str:
         uri = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI", "default")

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from torchgarden.summary.tracker import Tracker
+from torchgarden.summary.tracker import RemoteTracker
 
 __all__ = ["WandbTracker"]
 
@@ -33,8 +33,12 @@ def _wandb() -> Any:
     return wandb
 
 
-class WandbTracker(Tracker):
+class WandbTracker(RemoteTracker):
     """Logs scalars to one W&B run, created on the first write (or resumed).
+
+    Sent from a background thread: a W&B that cannot be reached (``wandb.init`` waits
+    for it) costs training nothing; the rows are kept and sent once it answers (see
+    ``RemoteTracker``).
 
     Args:
         directory: Where W&B keeps its files (``<directory>/wandb/``): the model_dir.
@@ -45,11 +49,13 @@ class WandbTracker(Tracker):
     """
 
     name = "wandb"
+    service = "W&B"
 
     def __init__(
         self, *, directory: str, project: str = "torchgarden", entity: str = "",
         mode: str = "", run_name: str = "",
     ) -> None:
+        super().__init__()
         self.directory = os.fspath(directory)
         self.project, self.entity, self.mode, self.run_name = project, entity, mode, run_name
         self._params: dict[str, Any] | None = None
@@ -75,7 +81,7 @@ class WandbTracker(Tracker):
         self._first_step = int(getattr(self._run, "step", 0) or 0) if resumed else 0
         _logger.info("W&B run %s (%s)", self.run_id, self.mode or "default mode")
 
-    def log_scalars(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
+    def _send(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
         """Logs ``scalars`` as ``<split>/<key>`` at ``step``."""
         if self._run is None:
             self._start()
@@ -83,11 +89,14 @@ class WandbTracker(Tracker):
             return
         self._run.log({f"{split}/{key}": value for key, value in scalars.items()}, step=step)
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """Finishes the W&B run (a resumed run reopens it)."""
         if self._run is not None:
             self._run.finish()
             self._run = None
+
+    def _where(self) -> str:
+        return f"mode {self.mode or os.environ.get('WANDB_MODE', 'online')}"
 
     def __repr__(self) -> str:
         return f"WandbTracker(run_id={self.run_id!r}, mode={self.mode or 'default'!r})"

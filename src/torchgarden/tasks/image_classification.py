@@ -200,17 +200,22 @@ class ImageClassificationTask(Task):
         columns = hf.ColumnBatch(params.x_key, params.y_key,
                                  chw(self.task_config.model.input_size))
         if params.source == "webdataset":
-            stream = hf.stream_webdataset(paths)
+            stream = hf.stream_webdataset(paths, skip_bad=params.skip_bad_records)
         elif params.streaming:
             stream = hf.stream_arrow(paths[0])
         else:
             dataset = hf.ArrowColumns(hf.load_arrow(paths[0]), columns)
             self._checked(*(t.unsqueeze(0) for t in dataset[0]), paths[0])
-            return data.build_dataloader(dataset, params, input_context=input_context,
-                                         collate_fn=self._augmenting(params, None))
+            loader = data.build_dataloader(dataset, params, input_context=input_context,
+                                           collate_fn=self._augmenting(params, None))
+            loader.data_fingerprint = f"{paths[0]}@{dataset.data_fingerprint}"
+            return loader
         self._checked(*columns([next(iter(stream))]), paths[0])
-        return data.build_dataloader(stream, params, input_context=input_context,
-                                     collate_fn=self._augmenting(params, columns))
+        loader = data.build_dataloader(stream, params, input_context=input_context,
+                                       collate_fn=self._augmenting(params, columns))
+        if hasattr(stream, "data_fingerprint"):  # Resumed only on the same data (DataIterator).
+            loader.data_fingerprint = f"{paths[0]}@{stream.data_fingerprint}"
+        return loader
 
     def split_inputs(self, inputs: Any) -> tuple[Any, Any]:
         """``(images, labels)``; bfloat16/float16 images (``dtype``) reach the model as

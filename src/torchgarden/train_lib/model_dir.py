@@ -19,6 +19,9 @@ import os
 
 from torchgarden.config import ExperimentConfig
 
+#: Written by every run (summary.METRICS_FILE, run_lock.LOCK_FILE; not imported: no cycles).
+_METRICS_FILE, _LOCK_FILE = "metrics.jsonl", ".torchgarden.lock"
+
 __all__ = [
     "EVAL_SUBDIR",
     "ModelDirError",
@@ -68,7 +71,8 @@ def check_model_dir(
 
     Raises:
         ModelDirError: The path is empty, a file, under a file, a broken or looping link,
-            not writable, or an entry the run writes is of the wrong kind.
+            not writable, or an entry the run writes is of the wrong kind or a symbolic
+            link (the model_dir itself may be one).
     """
     if not model_dir:
         raise ModelDirError("model_dir must be specified (--model_dir is required): the "
@@ -79,9 +83,20 @@ def check_model_dir(
     if training:
         files = ("params.yaml", "compile_cache.bin") if params.runtime.enable_xla else (
             "params.yaml",)
+        written = (*files, _METRICS_FILE, _LOCK_FILE)
         dirs = ("train", cfg.validation_summary_subdir, cfg.best_checkpoint_export_subdir)
     else:
-        files, dirs = (), (EVAL_SUBDIR,)
+        files = ()
+        written = tuple(os.path.join(EVAL_SUBDIR, name) for name in (_METRICS_FILE, _LOCK_FILE))
+        dirs = (EVAL_SUBDIR,)
+    for name in (*written, *dirs):
+        path = os.path.join(model_dir, name) if name else ""
+        if path and os.path.islink(path):
+            # Writing through it would write (or truncate) whatever it points at.
+            raise ModelDirError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); the run writes there and "
+                "never through a link: replace it with the real file or directory, or use "
+                "another --model_dir.")
     for name in files:
         path = os.path.join(model_dir, name)
         if os.path.lexists(path) and not os.path.isfile(path):

@@ -29,6 +29,8 @@ from typing import Any
 __all__ = ["LOCK_FILE", "ModelDirLockedError", "RunLock"]
 
 LOCK_FILE = ".torchgarden.lock"
+#: Never through a symbolic link: the holder record would overwrite what it points at.
+_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 class ModelDirLockedError(RuntimeError):
@@ -69,7 +71,7 @@ class RunLock:
         self.preexisting = frozenset(_listdir(self.directory)) - {LOCK_FILE}
         try:
             for _ in range(100):  # Retries only when a releasing holder removed the file.
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = os.open(self.path, _FLAGS, 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError as e:
