@@ -4,16 +4,14 @@
 <output>/model.safetensors   the weights + metadata (experiment, step, config hash, metrics)
 <output>/model.pt2           torch.export program of the Task's serving module (dynamic batch)
 <output>/model.onnx          the same through torch's ONNX exporter
-<output>/hf/                 with --format hf: the transformers model, save_pretrained's
-                             layout (torchgarden.export.hf)
+<output>/hf/                 --format hf: save_pretrained's layout (torchgarden.export.hf)
 <output>/params.yaml         the experiment config the checkpoint was trained with
 <output>/export.json         manifest: formats, inputs/outputs (names, shapes, dtypes),
                              sha256 + size of each file, measured max |export - eager|
 ```
 
-The directory is assembled in a hidden sibling and renamed into place, so ``<output>``
-is complete or absent. An existing ``<output>`` is refused; ``overwrite=True`` replaces
-it only when it holds an ``export.json`` written by this exporter.
+The directory is assembled in a hidden sibling and renamed into place (complete or
+absent). An existing ``<output>`` is refused; ``overwrite=True`` replaces only an export.
 """
 
 from __future__ import annotations
