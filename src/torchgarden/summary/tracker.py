@@ -99,6 +99,7 @@ class RemoteTracker(Tracker):
         self._outage: str | None = None  # The error while the service does not answer.
         self._dropped = 0
         self._retry = self.retry_seconds
+        self._gave_up = False  # close() stopped waiting: the run stays open (rows missing)
 
     @abc.abstractmethod
     def _send(self, split: str, step: int, scalars: Mapping[str, float]) -> None:
@@ -145,6 +146,8 @@ class RemoteTracker(Tracker):
             missed, dropped = list(self._pending), self._dropped
             self._pending.clear()
             self._dropped = 0
+            # A thread still retrying must not end the run as if every row had arrived.
+            self._gave_up = self._thread.is_alive()
         if missed or dropped:
             steps = sorted({step for _, step, _ in missed})
             where = f" (steps {steps[0]}-{steps[-1]})" if steps else ""
@@ -160,6 +163,8 @@ class RemoteTracker(Tracker):
             with self._wake:
                 self._wake.wait_for(lambda: self._pending or self._closing)
                 if not self._pending:
+                    if self._gave_up:
+                        return
                     break
                 row = self._pending[0]
             try:
