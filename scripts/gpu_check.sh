@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${GPU_PYTHON:-python3}
 has_cuda() { "$1" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; }
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check: no NVIDIA GPU here (nvidia-smi finds none); nothing installed" >&2
+  exit 2
+fi
 if ! has_cuda "$PY"; then
   python3 -m venv .venv-gpu
   .venv-gpu/bin/pip install -q torch torchvision

@@ -183,6 +183,13 @@ class ImageClassificationModelConfig(LibraryModelConfig):
             key = self.field_path("input_size")
             raise ConfigError(f"{key} must be [height, width, channels] (Model Garden's order) "
                               f"of positive ints, got {self.input_size}.", key=key)
+        height, width, channels = self.input_size
+        if height <= 4 < channels:  # [channels, height, width]: this key's order before
+            key = self.field_path("input_size")
+            raise ConfigError(
+                f"{key} is [height, width, channels] (Model Garden's order); {self.input_size} "
+                f"reads as {height}-pixel-high images with {channels} channels; did you mean "
+                f"[{width}, {channels}, {height}]?", key=key)
         if any(size < 1 for size in self.hidden_sizes):
             raise ConfigError(
                 f"task.model.hidden_sizes must be positive widths, got {self.hidden_sizes}; "

@@ -67,3 +67,14 @@ def test_input_size_is_height_width_channels():
     _, model = _task(model={"backbone": {"type": "cnn"}, "input_size": [8, 12, 3],
                             "hidden_sizes": [4]})
     assert model(torch.zeros(2, 3, 8, 12)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("size, expected", [([3, 32, 32], r"did you mean \[32, 32, 3\]\?"),
+                                            ([1, 8, 8], r"did you mean \[8, 8, 1\]\?")])
+def test_an_input_size_in_the_old_channels_first_order_is_refused_not_misread(size, expected):
+    params = tg.get_experiment("image_classification")
+    with pytest.raises(tg.config.ConfigError, match=r"\[height, width, channels\] \(Model Garden"
+                                                    r"'s order\); .*" + expected):
+        params.override({"task": {"model": {"input_size": size}}}).validate()
+    params = tg.get_experiment("image_classification")
+    params.override({"task": {"model": {"input_size": [32, 32, 3]}}}).validate()  # accepted
