@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -41,6 +40,7 @@ from torchgarden.runtime import (
 )
 from torchgarden.train_lib.model_dir import best_export_dir, eval_dir
 from torchgarden.utils import startup
+from torchgarden.utils.files import atomic_write_json
 
 __all__ = [
     "build_ema",
@@ -158,10 +158,9 @@ def _apply_param_rules(params: ExperimentConfig, optimizer: Any, model: nn.Modul
         _logger.info("param group: lr x%.4g, weight_decay %s, %d tensors (%s%s)",
                      group["lr_mult"], group["weight_decay"], group["num_params"],
                      ", ".join(group["names"][:3]), ", ..." if group["num_params"] > 3 else "")
-    if model_dir and _is_chief():
+    if model_dir and _is_chief():  # Renamed into place: never written through a link.
         os.makedirs(model_dir, exist_ok=True)
-        with open(os.path.join(model_dir, "param_groups.json"), "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=1)
+        atomic_write_json(os.path.join(model_dir, "param_groups.json"), summary)
 
 
 def _adapted(model: nn.Module, params: ExperimentConfig, runtime: RuntimeContext
