@@ -130,10 +130,12 @@ def _env():
 @pytest.mark.slow
 def test_kill_9_then_rerun_gives_the_trials_of_an_uninterrupted_study(tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    subprocess.run(_command(tmp_path, whole, 4), check=True, env=_env(), capture_output=True)
+    # 2,000 steps: the toy trains ~6,000 steps/s, so the kill lands mid-trial, not after it.
+    subprocess.run(_command(tmp_path, whole, 4, steps=2000), check=True, env=_env(),
+                   capture_output=True)
     log = tmp_path / "killed.log"
     with open(log, "w") as out:
-        process = subprocess.Popen(_command(tmp_path, killed, 4), stdout=out,
+        process = subprocess.Popen(_command(tmp_path, killed, 4, steps=2000), stdout=out,
                                    stderr=subprocess.STDOUT, env=_env())
         deadline = time.monotonic() + 300
         while "trial-1/ckpt-100" not in log.read_text() and time.monotonic() < deadline:
@@ -141,8 +143,8 @@ def test_kill_9_then_rerun_gives_the_trials_of_an_uninterrupted_study(tmp_path):
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert "ckpt-100" in os.listdir(killed / "trial-1")
-    rerun = subprocess.run(_command(tmp_path, killed, 4), env=_env(), capture_output=True,
-                           text=True, check=True)
+    rerun = subprocess.run(_command(tmp_path, killed, 4, steps=2000), env=_env(),
+                           capture_output=True, text=True, check=True)
     assert "trial 1 (resumed)" in rerun.stdout
     assert "restored model from" in rerun.stdout + rerun.stderr
     a, b = _trials(whole), _trials(killed)

@@ -38,7 +38,7 @@ DIGITS = (
 )
 #: Digits and parity heads on one backbone, interleaved by the seeded task sampler.
 MULTITASK = (
-    COMMON + ",task.model.hidden_sizes=[16],task.model.dropout_rate=0.1,"
+    COMMON + ",task.model.hidden_sizes=[16],task.model.dropout=0.1,"
     "trainer.optimizer_config.learning_rate.cosine.decay_steps=60,"
     "trainer.optimizer_config.warmup.linear.warmup_steps=10"
 )
@@ -165,7 +165,7 @@ def differences(a: Any, b: Any, where: str = "state") -> list[str]:
 
 
 #: Tags that measure time or memory (they differ between any two runs).
-TIMING_TAGS = ("steps_per_second", "throughput/", "memory/")
+TIMING_TAGS = ("steps_per_second", "throughput/", "memory/", "startup/")
 
 
 def scalars(directory: str, skip: Sequence[str] = TIMING_TAGS) -> dict[str, dict[int, float]]:

@@ -30,7 +30,7 @@ from torchgarden.checkpoint import (
     read_meta,
     selection,
 )
-from torchgarden.config import ExperimentConfig
+from torchgarden.config import ExperimentConfig, diff
 from torchgarden.export.errors import ExportError
 
 __all__ = ["ExportSource", "find_checkpoint", "resolve_source", "select_weights"]
@@ -200,12 +200,15 @@ def _metrics_at(model_dir: str, checkpoint_path: str, step: int,
 
 
 def _experiment_name(params: ExperimentConfig) -> str:
-    """The registered experiment whose task config class is this run's (else the class)."""
+    """The registered experiment whose task config class is this run's and whose defaults
+    differ from it in the fewest keys (``resnet_imagenet`` and ``image_classification``
+    share a class); else the class."""
     task_type = type(params.task)
-    for name in registry.list_experiments():
-        if type(registry.get_experiment(name).task) is task_type:
-            return name
-    return f"{task_type.__module__}.{task_type.__qualname__}"
+    candidates = {name: registry.get_experiment(name) for name in registry.list_experiments()}
+    matching = [name for name, config in candidates.items() if type(config.task) is task_type]
+    if not matching:
+        return f"{task_type.__module__}.{task_type.__qualname__}"
+    return min(matching, key=lambda name: len(diff(candidates[name], params)))
 
 
 def resolve_source(model_dir: str, checkpoint: str = "auto",
