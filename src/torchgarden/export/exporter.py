@@ -39,7 +39,7 @@ from torchgarden.export.errors import ExportError
 from torchgarden.export.hf import find_library_model, write_hf
 from torchgarden.export.source import ExportSource, resolve_source
 from torchgarden.multitask import MultiTask, sub_model
-from torchgarden.utils.files import fsync_dir
+from torchgarden.utils.files import atomic_write_json, atomic_write_text, fsync_dir
 from torchgarden.utils.suggest import did_you_mean
 
 __all__ = ["EXPORT_FILE", "ExportResult", "default_output_dir", "export_model", "write_export"]
@@ -214,17 +214,11 @@ def write_export(
         written, checks = _write_formats(stage, chosen, serving, weights, metadata,
                                          list(expected), merge_adapters)
         if params_yaml is not None:
-            with open(os.path.join(stage, "params.yaml"), "w", encoding="utf-8") as f:
-                f.write(params_yaml)
+            atomic_write_text(os.path.join(stage, "params.yaml"), params_yaml)
         manifest = _manifest(serving, expected, written, skipped, metadata, stage)
         manifest["verification"] = {**_measure(stage, written, serving, expected), **checks}
         manifest["export_seconds"] = round(time.perf_counter() - started, 3)
-        with open(os.path.join(stage, EXPORT_FILE), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        fsync_dir(stage)
+        atomic_write_json(os.path.join(stage, EXPORT_FILE), manifest)  # synced with its dir
         _place(stage, output_dir)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
