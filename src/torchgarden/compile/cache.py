@@ -1,14 +1,15 @@
 """Compile artifacts kept in the model_dir: a restarted compiled run does not compile again.
 
-Everything lives under ``<model_dir>/compile_cache/`` (``docs/performance.md``):
+Under ``<model_dir>/compile_cache/`` (``docs/performance.md``):
 
-* **Inductor's disk cache** (``TORCHINDUCTOR_CACHE_DIR``, unless the user set it): generated
-  code, built kernels and wrappers (``.so``), autotuning results. A run restarted from the
-  same model_dir, on this machine or another one, builds nothing.
 * **The traced step** (torch's ahead-of-time ``aot_compile``), ``step-<key>.bin``: what
-  Dynamo and AOTAutograd made of the step, so a resumed run neither traces it nor checks
-  guards. It keeps no guards: ``<key>`` hashes everything the graph was traced from
-  (:func:`step_key`), and a resumed run uses the file only when its own key is the same.
+  Dynamo, AOTAutograd and Inductor made of the step (the generated code included), so a
+  resumed run neither traces nor compiles it. It keeps no guards: ``<key>`` hashes
+  everything the graph was traced from (:func:`step_key`), and a resumed run uses the file
+  only when its own key is the same. Inductor's built kernels stay in its machine-wide
+  disk cache (``TORCHINDUCTOR_CACHE_DIR``), which fresh runs on the machine share: on
+  another machine a CPU run builds them again from the generated code (a GPU run's Triton
+  kernels are in the file).
 * **Inductor's CPU probe** (a test build and a child process per vector ISA, ~1 s per
   process), ``vec_isa.json``: when every ISA the CPU flags allow passed it, a later process
   with the same flags and torch skips it.
@@ -36,17 +37,13 @@ __all__ = ["CACHE_DIR", "load_traced_step", "save_traced_step", "step_key", "use
 
 CACHE_DIR = "compile_cache"
 _ISA_FILE = "vec_isa.json"
-_ENV = "TORCHINDUCTOR_CACHE_DIR"
 _logger = logging.getLogger("torchgarden")
-_USER_DIR = os.environ.get(_ENV)  # Set before torchgarden was imported: the user's choice.
 
 
 def use_compile_cache(model_dir: str) -> str:
-    """Points Inductor's disk cache at ``<model_dir>/compile_cache`` (unless the user set
-    ``TORCHINDUCTOR_CACHE_DIR``) and trusts its recorded CPU probe; returns the directory."""
+    """``<model_dir>/compile_cache``, where the traced step is kept; trusts the CPU probe
+    recorded there."""
     directory = os.path.abspath(os.path.join(model_dir, CACHE_DIR))
-    if _USER_DIR is None:  # Inductor reads it at each use (torch's default otherwise).
-        os.environ[_ENV] = directory
     if platform.machine() in ("x86_64", "AMD64"):
         _trust_recorded_probe(directory)
     return directory

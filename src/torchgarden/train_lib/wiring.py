@@ -100,7 +100,7 @@ def build_run(
     training, evaluating = "train" in mode, "eval" in mode or run_post_eval
     task = task or get_task(params.task, logging_dir=model_dir)
     multi_eval = isinstance(params, MultiEvalExperimentConfig)
-    # A restarted compiled run does not compile again (before anything compiles).
+    # A restarted compiled run does not compile again.
     compile_cache = use_compile_cache(model_dir) if params.runtime.enable_xla and training else None
     if trainer is None and isinstance(task, MultiTask):
         trainer = create_multitask_trainer(params, task, train=training, runtime=runtime)
