@@ -10,9 +10,10 @@ Under ``<model_dir>/compile_cache/`` (``docs/performance.md``):
   disk cache (``TORCHINDUCTOR_CACHE_DIR``), which fresh runs on the machine share: on
   another machine a CPU run builds them again from the generated code (a GPU run's Triton
   kernels are in the file).
-* **Inductor's CPU probe** (a test build and a child process per vector ISA, ~1 s per
-  process), ``vec_isa.json``: when every ISA the CPU flags allow passed it, a later process
-  with the same flags and torch skips it.
+* **Inductor's CPU probe** (a test build and a child process per vector ISA, ~1 s in every
+  process that compiles), ``vec_isa.json``, here and in Inductor's machine-wide cache: when
+  every ISA the CPU flags allow passed it, a later process with the same flags, compiler
+  and torch skips it (fresh runs on the machine too).
 
 A file that cannot be used (another torch, damaged) costs a compile, with one log line.
 """
@@ -25,6 +26,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +49,13 @@ def use_compile_cache(model_dir: str) -> str:
     if platform.machine() in ("x86_64", "AMD64"):
         _trust_recorded_probe(directory)
     return directory
+
+
+def _probe_records(directory: str) -> list[str]:
+    """Where the CPU probe's outcome is kept: ``directory`` and Inductor's own cache."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return [os.path.join(directory, _ISA_FILE), os.path.join(cache_dir(), _ISA_FILE)]
 
 
 def step_key(step: Any, arguments: tuple[Any, ...], key: Any) -> str:
@@ -113,13 +122,16 @@ def save_traced_step(directory: str, key: str, traced: Any, step: Any) -> None:
 
 
 def _probe_facts() -> dict[str, Any]:
-    """What decides Inductor's CPU probe here: torch, compiler, the CPU's ISA flags."""
+    """What decides Inductor's CPU probe: torch, the C++ compiler, the CPU's ISA flags."""
     from torch._inductor import cpu_vec_isa
+    from torch._inductor.cpp_builder import get_cpp_compiler
 
     flags = sorted(cpu_vec_isa.x86_isa_checker())
     allowed = [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list
                if all(flag in flags for flag in str(isa).split())]
-    return {"torch": torch.__version__, "cxx": os.environ.get("CXX", ""), "flags": flags,
+    compiler = shutil.which(get_cpp_compiler()) or get_cpp_compiler()
+    built = os.stat(compiler).st_mtime if os.path.exists(compiler) else None
+    return {"torch": torch.__version__, "compiler": [compiler, built], "flags": flags,
             "allowed": allowed}
 
 
@@ -129,17 +141,21 @@ def _record_probe(directory: str) -> None:
 
     facts = _probe_facts()
     if [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == facts["allowed"]:
-        atomic_write_json(os.path.join(directory, _ISA_FILE), facts)
+        for path in _probe_records(directory):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            atomic_write_json(path, facts)
 
 
 def _trust_recorded_probe(directory: str) -> None:
     """Skips the probe (``cpp.vec_isa_ok``) when it was recorded with the same facts."""
-    try:
-        with open(os.path.join(directory, _ISA_FILE)) as f:
-            recorded = json.load(f)
-    except (OSError, ValueError):
-        return
-    if recorded == _probe_facts():
+    recorded = []
+    for path in _probe_records(directory):
+        try:
+            with open(path) as f:
+                recorded.append(json.load(f))
+        except (OSError, ValueError):
+            continue
+    if recorded and _probe_facts() in recorded:
         from torch._inductor import config
 
         config.cpp.vec_isa_ok = True
