@@ -256,21 +256,34 @@ class SegmentationModelConfig(Config):
     def _check_levels(self) -> None:
         """Levels the decoder and head read exist (Model Garden fails at build otherwise)."""
         levels = self.backbone.levels()
-        decoder = self.decoder
+        decoder, head = self.decoder, self.head
         if decoder.type == "aspp":
-            require(decoder.aspp, "level", decoder.aspp.level in levels, f"one of {levels}")
+            _require_at(self, "decoder.aspp.level", decoder.aspp.level in levels,
+                        f"one of the backbone's levels {levels}")
             levels_out = [decoder.aspp.level]
         elif decoder.type == "fpn":
-            require(self, "min_level", self.min_level in levels and self.min_level <=
-                    self.max_level, f"a backbone level ({levels}) <= max_level")
+            _require_at(self, "min_level", self.min_level in levels and
+                        self.min_level <= self.max_level,
+                        f"one of the backbone's levels {levels}, <= max_level")
             levels_out = list(range(self.min_level, self.max_level + 1))
         else:
             levels_out = levels
-        require(self.head, "level", int(self.head.level) in levels_out,
-                f"a decoder level, one of {levels_out}")
-        if self.head.feature_fusion and self.head.feature_fusion.startswith("deeplabv3plus"):
-            require(self.head, "low_level", int(self.head.low_level) in levels,
-                    f"a backbone level, one of {levels}")
+        if str(head.level).isdigit():  # else the head's own check names it
+            _require_at(self, "head.level", int(head.level) in levels_out,
+                        f"one of the decoder's levels {levels_out}")
+        if str(head.feature_fusion).startswith("deeplabv3plus") and str(head.low_level).isdigit():
+            _require_at(self, "head.low_level", int(head.low_level) in levels,
+                        f"one of the backbone's levels {levels}")
+
+
+def _require_at(config: Config, dotted: str, ok: bool, requirement: str) -> None:
+    """`require` for a key below ``config`` (sub-configs get their path when checked)."""
+    if not ok:
+        key = config.field_path(dotted)
+        value = config
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        raise ConfigError(f"{key} must be {requirement}, received {value!r}", key=key)
 
 
 @dataclasses.dataclass
@@ -344,8 +357,8 @@ class SemanticSegmentationConfig(TaskConfig):
             raise ConfigError(f"{key} ({ignore}) must be >= model.num_classes "
                               f"({self.model.num_classes}); 255 is the usual choice", key=key)
         weights = self.losses.class_weights
-        require(self.losses, "class_weights", not weights or len(weights) ==
-                self.model.num_classes, f"[] or {self.model.num_classes} weights (num_classes)")
+        _require_at(self, "losses.class_weights", not weights or len(weights) ==
+                    self.model.num_classes, f"[] or {self.model.num_classes} weights (num_classes)")
         if self.num_image_summaries < 1:
             key = self.field_path("num_image_summaries")
             raise ConfigError(

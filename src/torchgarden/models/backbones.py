@@ -162,25 +162,18 @@ class ResNet(Config):
                               f"{self.depth_multiplier}", key=f"{key}.depth_multiplier")
 
 
-_DILATED_IDS = (50, 101, 152, 200)
-
-
 @dataclasses.dataclass
 class DilatedResNet(Config):
-    """Model Garden's DeepLab ResNet: transformers' ResNet whose stages past ``output_stride``
-    keep their resolution and dilate their 3x3 convolutions instead."""
+    """Model Garden's DeepLab ResNet: transformers' ResNet, dilated past ``output_stride``."""
 
     model_id: int = 50
     """Depth: 50, 101, 152 or 200 (bottleneck blocks). Defaults to 50."""
     output_stride: int = 16
-    """Input size / output size (4, 8, 16 or 32): later stages dilate by 2, 4, ... instead of
-    striding. Defaults to 16."""
+    """4, 8, 16 or 32: later stages dilate by 2, 4, ... instead of striding. Defaults to 16."""
     multigrid: list[int] | None = None
-    """Per-block factors of the last stage's dilation (one per block, e.g. [1, 2, 4]); None =
-    all 1. Defaults to None."""
+    """Factors of the last stage's dilation, one per block (e.g. [1, 2, 4]). Defaults to None."""
     stem_type: str = "v0"
-    """``v0``: one 7x7 convolution; ``v1``: three 3x3 convolutions (64, 64, 128).
-    Defaults to v0."""
+    """``v0``: a 7x7 convolution; ``v1``: three 3x3 ones (64, 64, 128). Defaults to v0."""
     last_stage_repeats: int = 1
     """Copies of the last stage, each dilated twice as much as the one before. Defaults to 1."""
     se_ratio: float = 0.0
@@ -189,29 +182,28 @@ class DilatedResNet(Config):
     """Stochastic depth of the last stage; stage ``i`` drops each block's residual branch with
     probability ``rate * (i + 2) / (4 + last_stage_repeats)``. Defaults to 0.0."""
     resnetd_shortcut: bool = False
-    """ResNet-D shortcuts (average pool + 1x1); only False is built. Defaults to False."""
+    """ResNet-D shortcuts; only False is built. Defaults to False."""
     replace_stem_max_pool: bool = False
     """A strided 3x3 convolution (64 filters) instead of the stem's max pool. Defaults to False."""
 
     def refuse(self, key: str) -> None:
         """Raises for an option that cannot be built (``key``: this block)."""
-        for name, valid in (("model_id", _DILATED_IDS), ("output_stride", (4, 8, 16, 32)),
-                            ("stem_type", ("v0", "v1"))):
+        for name, valid in (("model_id", (50, 101, 152, 200)),
+                            ("output_stride", (4, 8, 16, 32)), ("stem_type", ("v0", "v1"))):
             if getattr(self, name) not in valid:
                 raise not_one_of(f"{key}.{name}", getattr(self, name), tuple(map(str, valid)))
         why = "transformers' ResNet has none"
         _raise_first(key, self, [
             ("se_ratio", self.se_ratio > 0, "a squeeze-and-excitation ResNet", why),
             ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why)])
-        blocks = RESNET_SPECS[self.model_id][1][-1]
-        if self.multigrid is not None and (len(self.multigrid) != blocks
-                                           or min(self.multigrid) < 1):
-            raise ConfigError(f"{key}.multigrid must be None or {blocks} factors >= 1 (one per "
-                              f"block of the last stage), received {self.multigrid}",
-                              key=f"{key}.multigrid")
-        if self.last_stage_repeats < 1:
-            raise ConfigError(f"{key}.last_stage_repeats must be >= 1, received "
-                              f"{self.last_stage_repeats}", key=f"{key}.last_stage_repeats")
+        grid = self.multigrid
+        for name, bad, requirement in (  # every model_id's last stage has 3 blocks
+                ("multigrid", grid is not None and (len(grid) != 3 or min(grid) < 1),
+                 "None or 3 factors >= 1 (one per block of the last stage)"),
+                ("last_stage_repeats", self.last_stage_repeats < 1, ">= 1")):
+            if bad:
+                raise ConfigError(f"{key}.{name} must be {requirement}, received "
+                                  f"{getattr(self, name)!r}", key=f"{key}.{name}")
 
 
 @dataclasses.dataclass
@@ -364,12 +356,8 @@ def _raise_first(key: str, block: Config,
 
 
 #: Model Garden backbone families no installed library builds.
-_UNBUILT: dict[str, str] = {
-    "revnet": "a reversible ResNet (RevNet)",
-    "spinenet": "SpineNet",
-    "spinenet_mobile": "mobile SpineNet",
-    "mobiledet": "MobileDet",
-}
+_UNBUILT: dict[str, str] = {"revnet": "a reversible ResNet (RevNet)", "spinenet": "SpineNet",
+                             "spinenet_mobile": "mobile SpineNet", "mobiledet": "MobileDet"}
 
 
 @dataclasses.dataclass
@@ -377,9 +365,7 @@ class Backbone(OneOfConfig):
     """Model Garden's backbone one-of: ``type`` names the block in use.
 
     ``resnet``, ``dilated_resnet``, ``vit``, ``mobilenet`` (V1, V2) and ``efficientnet`` are
-    built by transformers; ``revnet``, ``spinenet``, ``spinenet_mobile`` and
-    ``mobiledet`` are refused in one line by `check`.
-    """
+    built by transformers; the other families are refused in one line by `check`."""
 
     type: str | None = None
     """The backbone in use: one of the fields below. Defaults to None."""
@@ -405,11 +391,10 @@ class Backbone(OneOfConfig):
     def check(self) -> None:
         if self.type is None:
             return
-        key = self.field_path(self.type)
         if self.type in _UNBUILT:
             raise _refusal(self.field_path("type"), self.type, _UNBUILT[self.type],
                            "transformers builds resnet, dilated_resnet, vit, mobilenet and "
                            "efficientnet")
         refuse = getattr(self.get(), "refuse", None)
         if refuse is not None:
-            refuse(key)
+            refuse(self.field_path(self.type))

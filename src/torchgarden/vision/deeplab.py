@@ -65,7 +65,7 @@ class ASPP(nn.Module):
         num_filters: Width of each branch and of the output.
         activation: Activation name.
         pool_kernel_size: ``[h, w]`` of the pooling branch's average pool in input pixels
-            (divided by ``2**level``); None = global average pooling.
+            (divided by ``2**level``; at most the map's size); None = global average pooling.
         dropout_rate: Dropout after the projection.
         depthwise: Depthwise-separable dilated branches.
     """
@@ -91,8 +91,9 @@ class ASPP(nn.Module):
         x = features[self.level]
         if self.pool_kernel is None:
             pooled = x.mean(dim=(2, 3), keepdim=True)
-        else:
-            pooled = F.avg_pool2d(x, self.pool_kernel)
+        else:  # a map smaller than the kernel (where Model Garden fails) is pooled whole
+            pooled = F.avg_pool2d(x, [min(k, n) for k, n in zip(self.pool_kernel, x.shape[-2:],
+                                                               strict=True)])
         pooled = F.interpolate(self.pool(pooled), size=x.shape[-2:], mode="bilinear",
                                align_corners=False)
         outputs = [branch(x) for branch in self.branches] + [pooled]
