@@ -311,6 +311,9 @@ class SemanticSegmentationConfig(TaskConfig):
 
     MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
         "ignore_label": mapped("losses.ignore_label", note="Model Garden's place"),
+        **{name: ignored("TPU spatial partitioning of the input; torch keeps each example on "
+                         "one device") for name in ("train_input_partition_dims",
+                                                    "eval_input_partition_dims")},
     }
 
     model: SegmentationModelConfig = dataclasses.field(default_factory=SegmentationModelConfig)
