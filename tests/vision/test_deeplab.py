@@ -199,3 +199,21 @@ def test_task_ignore_label_is_read_as_losses_ignore_label_with_a_notice():
         params.override({"task": {"ignore_label": 200}})
     assert params.validate().task.losses.ignore_label == 200
     assert [(n.key, n.action) for n in notes] == [("task.ignore_label", "mapped")]
+
+
+def test_model_gardens_evaluation_block_reports_train_iou_and_per_class_iou():
+    params = tg.get_experiment("seg_deeplabv3plus_cityscapes").validate()
+    assert params.task.evaluation.report_train_mean_iou  # Model Garden's default
+    task = tg.get_task(params.task)
+    [metric] = task.build_metrics(training=True)
+    labels = torch.tensor([[[0, 0], [1, 1]]])
+    logits = torch.zeros(1, 19, 1, 1)
+    logits[0, 0] = 1.0  # every pixel predicted 0, resized to the 2x2 masks
+    task.process_metrics([metric], labels, logits)
+    result = metric.result()
+    assert float(result["mean_iou"]) == pytest.approx(0.25)  # classes 0 (IoU 1/2) and 1 (0)
+    assert result["iou"]["class_0"] == pytest.approx(0.5)
+    params.task.evaluation.report_per_class_iou = False
+    assert "iou" not in tg.get_task(params.task).build_metrics(training=False)[0].result()
+    assert tg.get_task(tg.get_experiment("semantic_segmentation").task).build_metrics(
+        training=True) == []

@@ -18,7 +18,8 @@ from torchgarden.config.notices import ModelGardenKey, ignored
 from torchgarden.config.oneof import OneOfConfig
 from torchgarden.experiments.retinanet_blocks import FPN
 
-__all__ = ["ASPP", "SegmentationDecoder", "SegmentationHeadConfig", "SegmentationLossConfig"]
+__all__ = ["ASPP", "SegmentationDecoder", "SegmentationEvaluationConfig",
+           "SegmentationHeadConfig", "SegmentationLossConfig"]
 
 #: Head feature fusions that are built.
 FUSIONS = (None, "deeplabv3plus", "deeplabv3plus_sum_to_merge", "pyramid_fusion")
@@ -166,3 +167,14 @@ class SegmentationLossConfig(Config):
         require(self, "label_smoothing", 0 <= self.label_smoothing < 1, "in [0, 1)")
         require(self, "top_k_percent_pixels", 0 < self.top_k_percent_pixels <= 1, "in (0, 1]")
         require(self, "l2_weight_decay", self.l2_weight_decay >= 0, ">= 0")
+
+
+@dataclasses.dataclass
+class SegmentationEvaluationConfig(Config):
+    """Model Garden's segmentation ``evaluation`` block: what the IoU metric reports."""
+
+    report_per_class_iou: bool = True
+    """Report ``iou/class_<k>`` beside ``mean_iou``. Defaults to True."""
+    report_train_mean_iou: bool = True
+    """Also compute ``mean_iou`` (and the per-class IoUs) on training batches.
+    Defaults to True."""

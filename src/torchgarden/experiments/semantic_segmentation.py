@@ -38,6 +38,7 @@ from torchgarden.experiments._sources import auto_source, check_source
 from torchgarden.experiments.library_model import LibraryBackbone
 from torchgarden.experiments.segmentation_blocks import (
     SegmentationDecoder,
+    SegmentationEvaluationConfig,
     SegmentationHeadConfig,
     SegmentationLossConfig,
 )
@@ -330,6 +331,9 @@ class SemanticSegmentationConfig(TaskConfig):
     classes are drawn."""
     losses: SegmentationLossConfig = dataclasses.field(default_factory=SegmentationLossConfig)
     """The loss; its ``ignore_label`` also marks pixels the metrics leave out."""
+    evaluation: SegmentationEvaluationConfig = dataclasses.field(
+        default_factory=SegmentationEvaluationConfig)
+    """What the IoU metric reports (Model Garden's block)."""
     image_mean: list[float] = dataclasses.field(default_factory=lambda: [0.485, 0.456, 0.406])
     """Per-channel mean subtracted from [0, 1] RGB images. Defaults to ImageNet's."""
     image_std: list[float] = dataclasses.field(default_factory=lambda: [0.229, 0.224, 0.225])
@@ -383,6 +387,7 @@ def semantic_segmentation() -> ExperimentConfig:
                 is_training=False, global_batch_size=32, split="validation",
                 drop_remainder=False,
             ),
+            evaluation=SegmentationEvaluationConfig(report_train_mean_iou=False),
         ),
         trainer=adam_cosine_trainer(
             train_steps=2000, steps_per_loop=50, learning_rate=3e-3, warmup_steps=30,

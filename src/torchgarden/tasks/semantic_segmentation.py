@@ -61,19 +61,23 @@ class ImageBatch(np.ndarray):
 class SegmentationMeanIoU(metrics.MeanIoU):
     """`MeanIoU` whose result also holds pixel accuracy and every class's IoU.
 
-    `result()` is `{name: mean IoU, "pixel_accuracy": ..., "iou": {"class_<k>": ...}}`;
-    the nested dict becomes the TensorBoard subfolder `iou/`.
+    `result()` is `{name: mean IoU, "pixel_accuracy": ..., "iou": {"class_<k>": ...}}`
+    (``iou`` only with `per_class`, Model Garden's ``report_per_class_iou``); the nested
+    dict becomes the TensorBoard subfolder `iou/`.
     """
+
+    def __init__(self, *args: Any, per_class: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_class = per_class
 
     def result(self) -> dict[str, Any]:  # type: ignore[override]
         cm = self.total_cm
-        per_class = self.per_class_iou()
         pixel_accuracy = cm.diagonal().sum() / cm.sum().clamp_min(1)
-        return {
-            self.name: super().result(),
-            "pixel_accuracy": pixel_accuracy,
-            "iou": {f"class_{k}": per_class[k] for k in range(self.num_classes)},
-        }
+        results = {self.name: super().result(), "pixel_accuracy": pixel_accuracy}
+        if self.per_class:
+            per_class = self.per_class_iou()
+            results["iou"] = {f"class_{k}": per_class[k] for k in range(self.num_classes)}
+        return results
 
 
 def _colour(category: int) -> np.ndarray:
@@ -110,8 +114,8 @@ def colorize_overlay(
 
 
 def _resized(logits: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
-    """``logits`` at ``size`` (bilinear; unchanged when already there)."""
-    if tuple(logits.shape[-2:]) == tuple(size):
+    """Per-pixel ``logits`` at ``size`` (bilinear; unchanged when already there)."""
+    if logits.ndim != 4 or tuple(logits.shape[-2:]) == tuple(size):
         return logits
     return F.interpolate(logits, size=tuple(size), mode="bilinear", align_corners=False)
 
@@ -271,15 +275,20 @@ class SemanticSegmentationTask(Task):
         return _resized(model(inputs), inputs.shape[-2:])
 
     def build_metrics(self, training: bool = True) -> list[Any]:
-        if training:
+        """Mean IoU (pixel accuracy, per-class IoUs) for validation, and for training
+        with ``evaluation.report_train_mean_iou``."""
+        config = self.task_config
+        if training and not config.evaluation.report_train_mean_iou:
             return []
-        return [
-            SegmentationMeanIoU(
-                num_classes=self.task_config.model.num_classes,
-                ignore_index=self.task_config.losses.ignore_label,
-                name="mean_iou",
-            )
-        ]
+        return [SegmentationMeanIoU(num_classes=config.model.num_classes,
+                                    ignore_index=config.losses.ignore_label, name="mean_iou",
+                                    per_class=config.evaluation.report_per_class_iou)]
+
+    def process_metrics(self, metrics: Sequence[Any], labels: Any, model_outputs: Any,
+                        **kwargs: Any) -> None:
+        """Updates the metrics with the logits resized to the masks (Model Garden's)."""
+        super().process_metrics(metrics, labels, _resized(model_outputs, labels.shape[-2:]),
+                                **kwargs)
 
     # ------------------------------------------------------------------ evaluation
 
