@@ -149,6 +149,7 @@ def test_model_gardens_cityscapes_experiments_build_at_output_stride_16():
     ("seg_deeplabv3_pascal", "task.validation_data.resize_eval_groundtruth"),
     ("seg_deeplabv3plus_pascal", "task.validation_data.resize_eval_groundtruth"),
     ("mnv2_deeplabv3_pascal", "task.validation_data.resize_eval_groundtruth"),
+    ("seg_resnetfpn_pascal", "task.train_data.output_size"),  # unset there, scale-jittered
     ("mnv2_deeplabv3plus_cityscapes",
      "task.model.backbone.mobilenet.output_intermediate_endpoints"),
 ])
@@ -217,3 +218,17 @@ def test_model_gardens_evaluation_block_reports_train_iou_and_per_class_iou():
     assert "iou" not in tg.get_task(params.task).build_metrics(training=False)[0].result()
     assert tg.get_task(tg.get_experiment("semantic_segmentation").task).build_metrics(
         training=True) == []
+
+
+def test_an_fpn_decoder_with_pyramid_fusion_predicts_at_the_head_level():
+    params = tg.get_experiment("semantic_segmentation")
+    params.override({"task": {"model": {
+        "num_classes": 3, "min_level": 3, "max_level": 6,
+        "backbone": {"type": "resnet", "resnet": {"model_id": 18, "depth_multiplier": 0.25}},
+        "decoder": {"type": "fpn", "fpn": {"num_filters": 8}},
+        "head": {"level": 3, "num_convs": 1, "num_filters": 8,
+                 "feature_fusion": "pyramid_fusion"}}}})
+    model = tg.get_task(params.validate().task).build_model().eval()
+    assert sorted(model.decoder.output_levels, key=int) == ["3", "4", "5", "6"]
+    assert model(torch.zeros(1, 3, 64, 64)).shape == (1, 3, 8, 8)
+    assert tg.get_experiment("seg_resnetfpn_pascal").task.model.decoder.fpn.num_filters == 256

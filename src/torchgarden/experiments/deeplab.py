@@ -1,8 +1,8 @@
 """Model Garden's semantic-segmentation experiments (DeepLabV3 / V3+), by Model Garden's names.
 
 ``seg_deeplabv3plus_cityscapes``, ``mnv2_deeplabv3_cityscapes``,
-``mnv2_deeplabv3plus_cityscapes``, ``seg_deeplabv3_pascal``, ``seg_deeplabv3plus_pascal``
-and ``mnv2_deeplabv3_pascal`` with Model Garden's model, loss, data (TFRecord shards under
+``mnv2_deeplabv3plus_cityscapes``, ``seg_deeplabv3_pascal``, ``seg_deeplabv3plus_pascal``,
+``seg_resnetfpn_pascal`` and ``mnv2_deeplabv3_pascal`` with Model Garden's model, loss, data (TFRecord shards under
 ``cityscapes/`` or ``pascal_voc_seg/``), trainer, optimizer and schedule, so a Model Garden
 YAML written against one of them means here what it means there::
 
@@ -170,3 +170,21 @@ def mnv2_deeplabv3_pascal() -> ExperimentConfig:
     (original-size evaluation masks are not provided)."""
     return deeplab_experiment(dataset=_PASCAL, model=_mobilenet_model([]), l2=4e-5,
                               learning_rate=0.007, train_steps=30000, best_checkpoint=True)
+
+
+@register_experiment("seg_resnetfpn_pascal")
+def seg_resnetfpn_pascal() -> ExperimentConfig:
+    """A ResNet-50 FPN (levels 3-7) with a 3-conv head at level 3, PASCAL VOC at 512x512,
+    450 epochs; refused at validation: its training split sets no ``output_size`` to
+    scale-crop to, and evaluates on original-size masks."""
+    config = deeplab_experiment(
+        dataset=_PASCAL, l2=1e-4, learning_rate=0.007, epochs=450, batch_size=256,
+        eval_batch_size=32, model={
+            "input_size": [512, 512, 3], "min_level": 3, "max_level": 7,
+            "backbone": {"type": "resnet", "resnet": {"model_id": 50}},
+            "decoder": {"type": "fpn"}, "head": {"level": 3, "num_convs": 3},
+            "norm_activation": {"activation": "swish", "use_sync_bn": True}})
+    config.override({"task": {"train_data": {"output_size": [], "aug_scale_min": 0.2,
+                                             "aug_scale_max": 1.5},
+                              "validation_data": {"output_size": []}}})
+    return config
