@@ -59,6 +59,9 @@ def dilate_resnet(model: nn.Module, block: DilatedResNet, *, activation: str) ->
     if block.replace_stem_max_pool:
         width = 128 if block.stem_type == "v1" else 64
         embeddings.pooler = ResNetConvLayer(width, 64, stride=2, activation=activation)
+    init = getattr(model, "_init_weights", None)  # new layers start as the library's do
+    if init is not None and (block.stem_type == "v1" or block.replace_stem_max_pool):
+        embeddings.apply(init)
     stages = list(model.encoder.stages)
     normal = int(math.log2(block.output_stride)) - 2  # stages 0..normal keep their strides
     for i, stage in enumerate(stages[normal + 1:], start=normal + 1):

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from torchgarden.models.garden import KERNEL_INITIALIZERS
 from torchgarden.vision.retinanet_model import FeaturePyramid
 
 __all__ = ["ASPP", "DeepLabModel", "SegmentationHead", "activation_layer", "build_deeplab"]
@@ -40,18 +41,17 @@ def activation_layer(name: str) -> nn.Module:
 
 
 def _conv_bn(in_channels: int, out_channels: int, kernel_size: int, activation: str, *,
-             dilation: int = 1, depthwise: bool = False) -> nn.Sequential:
-    """Convolution (no bias, 'same' padding), batch norm, activation; ``depthwise``: a
-    depthwise ``kernel_size`` convolution, then a 1x1 one (Model Garden's separable form)."""
+             dilation: int = 1, groups: int = 1, separable: bool = False) -> nn.Sequential:
+    """Convolution (no bias, 'same' padding), batch norm, activation; ``separable``: first a
+    depthwise ``kernel_size`` convolution with no norm, then a 1x1 one (ASPP's form)."""
     padding = dilation * (kernel_size // 2)
-    if depthwise:
-        layers: list[nn.Module] = [
-            nn.Conv2d(in_channels, in_channels, kernel_size, padding=padding, dilation=dilation,
-                      groups=in_channels, bias=False),
-            nn.Conv2d(in_channels, out_channels, 1, bias=False)]
-    else:
-        layers = [nn.Conv2d(in_channels, out_channels, kernel_size, padding=padding,
-                            dilation=dilation, bias=False)]
+    layers: list[nn.Module] = []
+    if separable:
+        layers.append(nn.Conv2d(in_channels, in_channels, kernel_size, padding=padding,
+                                dilation=dilation, groups=in_channels, bias=False))
+        kernel_size, padding = 1, 0
+    layers.append(nn.Conv2d(in_channels, out_channels, kernel_size, padding=padding,
+                            dilation=dilation, groups=groups, bias=False))
     return nn.Sequential(*layers, nn.BatchNorm2d(out_channels), activation_layer(activation))
 
 
@@ -67,7 +67,8 @@ class ASPP(nn.Module):
         pool_kernel_size: ``[h, w]`` of the pooling branch's average pool in input pixels
             (divided by ``2**level``; at most the map's size); None = global average pooling.
         dropout_rate: Dropout after the projection.
-        depthwise: Depthwise-separable dilated branches.
+        depthwise: Depthwise-separable dilated branches (a depthwise convolution, then a
+            1x1 one, as Model Garden's v1 layer).
     """
 
     def __init__(self, in_channels: int, *, level: str, dilation_rates: Sequence[int],
@@ -78,13 +79,16 @@ class ASPP(nn.Module):
         self.branches = nn.ModuleList(
             [_conv_bn(in_channels, num_filters, 1, activation)]
             + [_conv_bn(in_channels, num_filters, 3, activation, dilation=rate,
-                        depthwise=depthwise) for rate in dilation_rates])
+                        separable=depthwise) for rate in dilation_rates])
         self.pool_kernel = [int(p) // 2 ** int(level) for p in pool_kernel_size] \
             if pool_kernel_size else None
         self.pool = _conv_bn(in_channels, num_filters, 1, activation)
         self.projection = nn.Sequential(
             _conv_bn(num_filters * (len(self.branches) + 1), num_filters, 1, activation),
             nn.Dropout(dropout_rate))
+        for module in self.modules():  # Keras' VarianceScaling, Model Garden's initializer
+            if isinstance(module, nn.Conv2d):
+                KERNEL_INITIALIZERS["VarianceScaling"](module.weight)
 
     def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``{level: map}`` -> ``{level: [B, num_filters, h, w]}``."""
@@ -110,7 +114,8 @@ class SegmentationHead(nn.Module):
         level: The decoder level read.
         num_convs, num_filters: The convolution layers. Defaults to 2 and 256.
         activation: Activation name. Defaults to relu.
-        depthwise: Depthwise-separable convolution layers. Defaults to False.
+        depthwise: Each layer a depthwise 3x3 and a 1x1 convolution, each with batch norm
+            and activation. Defaults to False.
         prediction_kernel_size: Classifier kernel. Defaults to 1.
         upsample_factor: Nearest upsampling before the classifier. Defaults to 1.
         feature_fusion: None, ``deeplabv3plus``, ``deeplabv3plus_sum_to_merge`` or
@@ -132,9 +137,12 @@ class SegmentationHead(nn.Module):
             self.reduce = _conv_bn(low_level_channels, low_level_num_filters, 1, activation)
             if feature_fusion == "deeplabv3plus":
                 in_channels += low_level_num_filters
-        convs = []
-        for _ in range(num_convs):
-            convs.append(_conv_bn(in_channels, num_filters, 3, activation, depthwise=depthwise))
+        convs: list[nn.Module] = []
+        for _ in range(num_convs):  # depthwise: depthwise 3x3 + norm + act, then 1x1 + ...
+            if depthwise:
+                convs.append(_conv_bn(in_channels, in_channels, 3, activation,
+                                      groups=in_channels))
+            convs.append(_conv_bn(in_channels, num_filters, 1 if depthwise else 3, activation))
             in_channels = num_filters
         self.convs = nn.Sequential(*convs)
         self.classifier = nn.Conv2d(in_channels, num_classes, prediction_kernel_size,
