@@ -149,7 +149,6 @@ def test_the_yaml_trains_deeplabv3plus_on_model_garden_tfrecords(mg_yaml, tmp_pa
         "task.train_data.crop_size=[32,64]", "task.train_data.global_batch_size=2",
         f"task.validation_data.input_path={data}/val*",
         "task.validation_data.output_size=[64,128]", "task.validation_data.global_batch_size=2",
-        "runtime.mixed_precision_dtype=float32", "runtime.distribution_strategy=one_device",
         "trainer.train_steps=2", "trainer.steps_per_loop=1", "trainer.summary_interval=1",
         "trainer.checkpoint_interval=2", "trainer.validation_interval=2",
         "trainer.validation_steps=1", "trainer.progress_bar=false",
@@ -162,6 +161,7 @@ def test_the_yaml_trains_deeplabv3plus_on_model_garden_tfrecords(mg_yaml, tmp_pa
     assert code == 0
     params = ExperimentConfig.from_yaml(os.path.join(model_dir, "params.yaml"))
     assert params.task.model.backbone.dilated_resnet.stem_type == "v1"
+    assert params.runtime.mixed_precision_dtype == "float16"  # the YAML's runtime, as it is
     with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
         lines = [json.loads(line) for line in f]
     assert [line for line in lines if "mean_iou" in json.dumps(line)], lines
