@@ -17,7 +17,7 @@ This module is torch-free.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from torchgarden.config import Config
 from torchgarden.config.errors import ConfigError, not_one_of
@@ -114,6 +114,9 @@ class LibraryBackbone(Backbone):
     small built-in backbone when ``name`` is empty.
     """
 
+    PYRAMID_TYPES: ClassVar[tuple[str, ...]] = ("resnet",)
+    """The one-of types built as a multi-level backbone by this task."""
+
     name: str = ""
     """``library/model`` when ``type`` is unset (``transformers/resnet``, ``timm/resnet18``);
     empty = the built-in backbone. Defaults to ""."""
@@ -136,10 +139,11 @@ class LibraryBackbone(Backbone):
         super().check()
         if self.type is None:
             LibraryModelConfig.check(self)  # type: ignore[arg-type]
-        elif self.type != "resnet":
+        elif self.type not in self.PYRAMID_TYPES:
             key = self.field_path("type")
             raise ConfigError(f"{key}: {self.type!r} has no multi-level (feature pyramid) "
-                              "backbone in transformers here; use resnet", key=key)
+                              f"backbone in transformers here; use "
+                              f"{' or '.join(self.PYRAMID_TYPES)}", key=key)
         elif self.name or self.library_config:
             key = self.field_path("name")
             raise ConfigError(f"{key} ({self.name!r}) and type ({self.type!r}) both name the "

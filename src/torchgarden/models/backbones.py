@@ -29,6 +29,7 @@ from torchgarden.config.oneof import OneOfConfig
 __all__ = [
     "ACTIVATIONS",
     "Backbone",
+    "DilatedResNet",
     "EfficientNet",
     "KERNEL_INITIALIZER_NAMES",
     "MobileNet",
@@ -159,6 +160,50 @@ class ResNet(Config):
         if self.depth_multiplier <= 0:
             raise ConfigError(f"{key}.depth_multiplier must be > 0, received "
                               f"{self.depth_multiplier}", key=f"{key}.depth_multiplier")
+
+
+@dataclasses.dataclass
+class DilatedResNet(Config):
+    """Model Garden's DeepLab ResNet: transformers' ResNet, dilated past ``output_stride``."""
+
+    model_id: int = 50
+    """Depth: 50, 101, 152 or 200 (bottleneck blocks). Defaults to 50."""
+    output_stride: int = 16
+    """4, 8, 16 or 32: later stages dilate by 2, 4, ... instead of striding. Defaults to 16."""
+    multigrid: list[int] | None = None
+    """Factors of the last stage's dilation, one per block (e.g. [1, 2, 4]). Defaults to None."""
+    stem_type: str = "v0"
+    """``v0``: a 7x7 convolution; ``v1``: three 3x3 ones (64, 64, 128). Defaults to v0."""
+    last_stage_repeats: int = 1
+    """Copies of the last stage, each dilated twice as much as the one before. Defaults to 1."""
+    se_ratio: float = 0.0
+    """Squeeze-and-excitation ratio; only 0 (none) is built. Defaults to 0.0."""
+    stochastic_depth_drop_rate: float = 0.0
+    """Stochastic depth of the last stage; stage ``i`` drops each block's residual branch with
+    probability ``rate * (i + 2) / (4 + last_stage_repeats)``. Defaults to 0.0."""
+    resnetd_shortcut: bool = False
+    """ResNet-D shortcuts; only False is built. Defaults to False."""
+    replace_stem_max_pool: bool = False
+    """A strided 3x3 convolution (64 filters) instead of the stem's max pool. Defaults to False."""
+
+    def refuse(self, key: str) -> None:
+        """Raises for an option that cannot be built (``key``: this block)."""
+        for name, valid in (("model_id", (50, 101, 152, 200)),
+                            ("output_stride", (4, 8, 16, 32)), ("stem_type", ("v0", "v1"))):
+            if getattr(self, name) not in valid:
+                raise not_one_of(f"{key}.{name}", getattr(self, name), tuple(map(str, valid)))
+        why = "transformers' ResNet has none"
+        _raise_first(key, self, [
+            ("se_ratio", self.se_ratio > 0, "a squeeze-and-excitation ResNet", why),
+            ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why)])
+        grid = self.multigrid
+        for name, bad, requirement in (  # every model_id's last stage has 3 blocks
+                ("multigrid", grid is not None and (len(grid) != 3 or min(grid) < 1),
+                 "None or 3 factors >= 1 (one per block of the last stage)"),
+                ("last_stage_repeats", self.last_stage_repeats < 1, ">= 1")):
+            if bad:
+                raise ConfigError(f"{key}.{name} must be {requirement}, received "
+                                  f"{getattr(self, name)!r}", key=f"{key}.{name}")
 
 
 @dataclasses.dataclass
@@ -311,30 +356,23 @@ def _raise_first(key: str, block: Config,
 
 
 #: Model Garden backbone families no installed library builds.
-_UNBUILT: dict[str, str] = {
-    "dilated_resnet": "a dilated ResNet (DeepLab's)",
-    "revnet": "a reversible ResNet (RevNet)",
-    "spinenet": "SpineNet",
-    "spinenet_mobile": "mobile SpineNet",
-    "mobiledet": "MobileDet",
-}
+_UNBUILT: dict[str, str] = {"revnet": "a reversible ResNet (RevNet)", "spinenet": "SpineNet",
+                             "spinenet_mobile": "mobile SpineNet", "mobiledet": "MobileDet"}
 
 
 @dataclasses.dataclass
 class Backbone(OneOfConfig):
     """Model Garden's backbone one-of: ``type`` names the block in use.
 
-    ``resnet``, ``vit``, ``mobilenet`` (V1, V2) and ``efficientnet`` are built by
-    transformers; ``dilated_resnet``, ``revnet``, ``spinenet``, ``spinenet_mobile`` and
-    ``mobiledet`` are refused in one line by `check`.
-    """
+    ``resnet``, ``dilated_resnet``, ``vit``, ``mobilenet`` (V1, V2) and ``efficientnet`` are
+    built by transformers; the other families are refused in one line by `check`."""
 
     type: str | None = None
     """The backbone in use: one of the fields below. Defaults to None."""
     resnet: ResNet = dataclasses.field(default_factory=ResNet)
     """ResNet options."""
-    dilated_resnet: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Dilated ResNet options (the type is refused, so they are not read)."""
+    dilated_resnet: DilatedResNet = dataclasses.field(default_factory=DilatedResNet)
+    """DeepLab's dilated ResNet options."""
     revnet: dict[str, Any] = dataclasses.field(default_factory=dict)
     """RevNet options (the type is refused, so they are not read)."""
     efficientnet: EfficientNet = dataclasses.field(default_factory=EfficientNet)
@@ -353,10 +391,10 @@ class Backbone(OneOfConfig):
     def check(self) -> None:
         if self.type is None:
             return
-        key = self.field_path(self.type)
         if self.type in _UNBUILT:
             raise _refusal(self.field_path("type"), self.type, _UNBUILT[self.type],
-                           "transformers builds resnet, vit, mobilenet and efficientnet")
+                           "transformers builds resnet, dilated_resnet, vit, mobilenet and "
+                           "efficientnet")
         refuse = getattr(self.get(), "refuse", None)
         if refuse is not None:
-            refuse(key)
+            refuse(self.field_path(self.type))
