@@ -35,7 +35,9 @@ import torch
 
 from torchgarden.utils.files import atomic_write_bytes, atomic_write_json
 
-__all__ = ["load_traced_step", "save_traced_step", "step_key", "use_compile_cache"]
+__all__ = [
+    "load_traced_step", "save_traced_step", "step_key", "traced_step", "use_compile_cache",
+]
 
 _ISA_FILE = "vec_isa.json"
 _logger = logging.getLogger("torchgarden")
@@ -55,6 +57,42 @@ def _probe_records(directory: str) -> list[str]:
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     return [os.path.join(directory, _ISA_FILE), os.path.join(cache_dir(), _ISA_FILE)]
+
+
+def traced_step(traceable: Any, arguments: tuple[Any, ...], key: Any, directory: str, *,
+                save: bool) -> Callable[..., Any] | None:
+    """The step traced ahead of time for this setup: loaded from ``directory``, else traced
+    by ``traceable`` (a ``torch.compile`` without guards) and, when ``save``, written
+    there; None where torch cannot trace it ahead of time (compile it as usual).
+
+    Raises:
+        torch._dynamo.exc.TorchDynamoException: The step is not one graph.
+    """
+    step = arguments[0]
+    name = step_key(step, arguments, key)
+    traced = load_traced_step(directory, name, step)
+    if traced is not None:
+        return traced
+    try:
+        traced = traceable.aot_compile((arguments, {}))
+    except torch._dynamo.exc.TorchDynamoException:
+        raise  # The caller's fallbacks.
+    except Exception as error:  # noqa: BLE001 - torch's ahead-of-time API is young.
+        _logger.info("runtime.enable_xla: the step cannot be traced ahead of time, it is "
+                     "compiled as usual and not kept for restarts (%s)", _short(error))
+        return None
+    traced.disable_guard_check()  # It has none: the key stands for them.
+    if save:
+        try:
+            save_traced_step(directory, name, traced, step)
+        except Exception as error:  # noqa: BLE001 - a restart compiles again.
+            _logger.warning("runtime.enable_xla: the compiled step is not kept for restarts "
+                            "(%s)", _short(error))
+    return traced
+
+
+def _short(error: BaseException) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
 
 
 def step_key(step: Any, arguments: tuple[Any, ...], key: Any) -> str:
@@ -102,8 +140,7 @@ def load_traced_step(directory: str, key: str, step: Any) -> Callable[..., Any] 
         with open(path, "rb") as f:
             traced = torch.compiler.load_compiled_function(f, external_data={"step": step})
     except Exception as error:  # Another torch, a damaged file: it costs a compile.
-        _logger.warning("compiled step %s not used (%s: %s); compiling.", path,
-                        type(error).__name__, " ".join(str(error).split())[:200])
+        _logger.warning("compiled step %s not used (%s); compiling.", path, _short(error))
         return None
     traced.disable_guard_check()  # It has none: the key stands for them.
     _logger.info("loaded the compiled step from %s.", path)

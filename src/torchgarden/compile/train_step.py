@@ -203,8 +203,11 @@ class CompiledTrainStep:
         try:
             with startup.timed("compile"):
                 if self._traced is None and self.artifacts_dir and self._traceable:
-                    traced = self._trace_ahead(arguments, key)
-                    if traced is not None:
+                    traced = cache.traced_step(self._traceable, arguments, key,
+                                               self.artifacts_dir, save=self.save_artifacts)
+                    if traced is None:
+                        self._traceable = None  # Compiled as usual from now on.
+                    else:
                         self._traced = (key, traced)
                         return traced(*arguments)
                 return self._graph(*arguments)
@@ -220,27 +223,6 @@ class CompiledTrainStep:
                          "runs eagerly: %s", reason)
             self._eager_reason = reason
             return None
-
-    def _trace_ahead(self, arguments: tuple[Any, ...], key: Any) -> Any:
-        """The traced step for this setup: loaded from ``artifacts_dir``, else traced now
-        (and saved, by the chief); None where torch cannot trace it ahead of time."""
-        name = cache.step_key(self, arguments, key)
-        traced = cache.load_traced_step(self.artifacts_dir, name, self)
-        if traced is not None:
-            return traced
-        try:
-            traced = self._traceable.aot_compile((arguments, {}))
-            if self.save_artifacts:
-                cache.save_traced_step(self.artifacts_dir, name, traced, self)
-        except torch._dynamo.exc.TorchDynamoException:
-            raise  # The step is not one graph: the caller's fallbacks.
-        except Exception as error:  # noqa: BLE001 - torch's ahead-of-time API is young.
-            _logger.info("runtime.enable_xla: the step is compiled but not kept for restarts "
-                         "(%s: %s)", type(error).__name__, " ".join(str(error).split())[:200])
-            self._traceable = None
-            return None
-        traced.disable_guard_check()
-        return traced
 
     def _scalars(self, learning_rates: Sequence[float] | None, steps: int) -> torch.Tensor:
         """``[steps, n]`` float32: each step's rates and bias corrections, on the device."""
