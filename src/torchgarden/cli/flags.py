@@ -102,6 +102,19 @@ def parse_configuration(
     return params
 
 
+def _override_with_file(params: ExperimentConfig, path: str) -> None:
+    """Applies one ``--config_file``; a file of a Model Garden family torchgarden does not
+    have (Mask R-CNN, video) is refused naming that family, not its first unknown key."""
+    from torchgarden.config import ConfigError, load_yaml_file
+    from torchgarden.config.families import unprovided_family
+
+    data = load_yaml_file(path)
+    try:
+        params.override(data)
+    except ConfigError as error:
+        raise unprovided_family(path, data) or error from None
+
+
 def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> ExperimentConfig:
     from torchgarden import registry
     from torchgarden.config import ConfigError, ExperimentConfig, load_yaml_file
@@ -125,7 +138,7 @@ def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> Exp
             message = str(e) if base_file in str(e) else f"{base_file}: {e}"
             raise type(e)(message, key=e.key) from None
     for path in getattr(flags, "config_file", None) or []:
-        params.override(load_yaml_file(path))
+        _override_with_file(params, path)
     overrides = getattr(flags, "params_override", None) or []
     if isinstance(overrides, str):
         overrides = [overrides]

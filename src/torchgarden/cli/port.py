@@ -13,7 +13,9 @@ Keys are judged one by one, so one refused key does not hide the others; a key t
 is refused, else 2 (the config is then not printed). Without ``--experiment`` the
 experiment comes from the file: a ``--experiment_type=NAME`` comment (as Model Garden's
 YAMLs carry), a directory named like a registered experiment, else the one experiment whose
-``task`` section takes every ``task`` key of the file. Nothing here imports torch.
+``task`` section takes every ``task`` key of the file. A file of a Model Garden family
+torchgarden does not have (Mask R-CNN, video; `torchgarden.config.families`) is refused in
+one line naming the family. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -61,13 +63,19 @@ def command_port(args: argparse.Namespace) -> int:
     """Prints the resolved config and the key table; 0 if nothing is refused, else 2."""
     from torchgarden import registry
     from torchgarden.config import load_yaml_file
+    from torchgarden.config.families import unprovided_family
 
     for module in args.imports:
         registry.import_user_module(module)
     data = load_yaml_file(args.file)
+    family = unprovided_family(args.file, data)
+    if family is not None and not args.experiment:
+        raise family
     name = args.experiment or experiment_for(args.file, data)
     rows, params = classify(registry.get_experiment(name), data)
     refused = [row for row in rows if row.status == "refused"]
+    if family is not None and refused:
+        raise family
     if params is not None and not refused:
         sys.stdout.write(params.to_yaml())
     print(f"# {args.file} over --experiment {name}: "

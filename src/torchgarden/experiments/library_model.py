@@ -17,6 +17,7 @@ This module is torch-free.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from torchgarden.config import Config
@@ -103,15 +104,22 @@ class LibraryModelConfig(Config):
 
 #: The library-model keys a `LibraryBackbone` keeps beside Model Garden's one-of.
 _LIBRARY_KEYS = ("name", "library_config", "pretrained_path", "ignore_mismatched_sizes")
+#: Model Garden backbone types built as a multi-level (feature pyramid) backbone.
+_PYRAMIDS = ("resnet", "mobilenet")
+
+
+def _no_pyramid(key: str, kind: str) -> ConfigError:
+    return ConfigError(f"{key}: {kind!r} has no multi-level (feature pyramid) backbone in "
+                       f"transformers here; use {' or '.join(_PYRAMIDS)}", key=key)
 
 
 @dataclasses.dataclass
 class LibraryBackbone(Backbone):
     """A RetinaNet or segmentation backbone: Model Garden's one-of, or a library model.
 
-    ``type: resnet`` (with its ``resnet`` block) builds Model Garden's ResNet with
-    transformers; ``type`` unset builds the library model ``name`` names, or the task's
-    small built-in backbone when ``name`` is empty.
+    ``type: resnet`` or ``mobilenet`` (with its block) builds Model Garden's ResNet or
+    MobileNetV1/V2 with transformers; ``type`` unset builds the library model ``name``
+    names, or the task's small built-in backbone when ``name`` is empty.
     """
 
     name: str = ""
@@ -132,14 +140,19 @@ class LibraryBackbone(Backbone):
     def _export_names(self) -> list[str]:
         return [*super()._export_names(), *_LIBRARY_KEYS]
 
+    def _screen(self, data: Mapping[str, Any], prefix: str) -> None:
+        super()._screen(data, prefix)
+        kind = data.get("type", self.type)
+        if isinstance(kind, str) and kind in super().alternatives() \
+                and kind not in _PYRAMIDS:
+            raise _no_pyramid(f"{prefix}.type", kind)
+
     def check(self) -> None:
         super().check()
         if self.type is None:
             LibraryModelConfig.check(self)  # type: ignore[arg-type]
-        elif self.type != "resnet":
-            key = self.field_path("type")
-            raise ConfigError(f"{key}: {self.type!r} has no multi-level (feature pyramid) "
-                              "backbone in transformers here; use resnet", key=key)
+        elif self.type not in _PYRAMIDS:
+            raise _no_pyramid(self.field_path("type"), self.type)
         elif self.name or self.library_config:
             key = self.field_path("name")
             raise ConfigError(f"{key} ({self.name!r}) and type ({self.type!r}) both name the "

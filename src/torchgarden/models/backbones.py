@@ -20,11 +20,13 @@ This module is torch-free.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from torchgarden.config import Config
 from torchgarden.config.errors import ConfigError, not_one_of
 from torchgarden.config.oneof import OneOfConfig
+from torchgarden.models.activations import ACTIVATIONS, TORCH_ACTIVATIONS
 
 __all__ = [
     "ACTIVATIONS",
@@ -36,6 +38,7 @@ __all__ = [
     "RESNET_SPECS",
     "ResNet",
     "Transformer",
+    "check_activation",
     "VIT_SPECS",
     "VisionTransformer",
 ]
@@ -64,13 +67,6 @@ EFFICIENTNET_SPECS: dict[str, tuple[float, float, int]] = {
     "b6": (1.8, 2.6, 528), "b7": (2.0, 3.1, 600),
 }
 
-#: Model Garden's activation names and the transformers activation of the same function.
-ACTIVATIONS: dict[str, str] = {
-    "relu": "relu", "relu6": "relu6", "swish": "swish", "silu": "silu", "gelu": "gelu",
-    "sigmoid": "sigmoid", "tanh": "tanh", "linear": "linear", "identity": "linear",
-    "mish": "mish",
-}
-
 #: Keras initializer names a classification head's ``kernel_initializer`` may take.
 KERNEL_INITIALIZER_NAMES: tuple[str, ...] = (
     "random_uniform", "random_normal", "truncated_normal", "zeros", "ones", "glorot_uniform",
@@ -91,8 +87,10 @@ class NormActivation(Config):
     """Normalisation and activation of the backbone's layers (Model Garden's common block)."""
 
     activation: str = "relu"
-    """Activation of the convolutional backbones (``relu``, ``swish``, ``relu6``, ``gelu``...);
-    MobileNet keeps its own (relu6) and ViT its GELU, as in Model Garden. Defaults to relu."""
+    """Model Garden's activation name (``relu``, ``relu6``, ``swish``, ``hard_swish``, ``gelu``,
+    ...: `TORCH_ACTIVATIONS`) of the ResNet and EfficientNet backbones and of RetinaNet's FPN
+    and head; MobileNet keeps its own (relu6) and ViT its GELU, as in Model Garden.
+    Defaults to relu."""
     use_sync_bn: bool = True
     """Batch statistics over all replicas (``torch.nn.SyncBatchNorm`` when the run has more
     than one process). Defaults to True (Model Garden's default; its classification model
@@ -104,8 +102,9 @@ class NormActivation(Config):
     """Added to the variance in batch norm. Defaults to 0.001."""
 
     def check(self) -> None:
-        if self.activation not in ACTIVATIONS:
-            raise not_one_of(self.field_path("activation"), self.activation, tuple(ACTIVATIONS))
+        if self.activation not in TORCH_ACTIVATIONS:
+            raise not_one_of(self.field_path("activation"), self.activation,
+                             tuple(TORCH_ACTIVATIONS))
         if not 0.0 <= self.norm_momentum <= 1.0:
             key = self.field_path("norm_momentum")
             raise ConfigError(f"{key} must be in [0, 1], received {self.norm_momentum}", key=key)
@@ -195,6 +194,9 @@ class MobileNet(Config):
     """Width multiplier (transformers' ``depth_multiplier``). Defaults to 1.0."""
     stochastic_depth_drop_rate: float = 0.0
     """Stochastic depth; only 0 is built. Defaults to 0.0."""
+    flat_stochastic_depth_drop_rate: bool = True
+    """Every block drops at ``stochastic_depth_drop_rate`` (False: growing with depth); no
+    effect while that rate is 0, the only one built. Defaults to True."""
     output_stride: int | None = None
     """Output stride by dilation (MobileNetV2: 8, 16 or 32); None = 32. Defaults to None."""
     output_intermediate_endpoints: bool = False
@@ -317,7 +319,27 @@ _UNBUILT: dict[str, str] = {
     "spinenet": "SpineNet",
     "spinenet_mobile": "mobile SpineNet",
     "mobiledet": "MobileDet",
+    "resnet_3d": "a 3-D ResNet (Model Garden's video classification)",
+    "resnet_3d_rs": "a 3-D ResNet-RS (Model Garden's video classification)",
+    "movinet": "MoViNet (Model Garden's video classification)",
 }
+_BUILT_TYPES = "transformers builds resnet, vit, mobilenet and efficientnet"
+
+
+def check_activation(backbone_type: str | None, activation: str, key: str) -> None:
+    """Refuses an activation the ``backbone_type`` backbone has no ``hidden_act`` for in
+    transformers (``hard_swish`` in a ResNet); MobileNet and ViT keep their own activation,
+    as in Model Garden, so any name is read the same there.
+
+    Args:
+        backbone_type: ``task.model.backbone.type``.
+        activation: ``norm_activation.activation``.
+        key: The dotted key of ``activation``, named in the error.
+    """
+    if backbone_type in ("resnet", "efficientnet") and activation in TORCH_ACTIVATIONS \
+            and activation not in ACTIVATIONS:
+        raise _refusal(key, activation, f"a {backbone_type} backbone with {activation}",
+                       f"transformers' {backbone_type} has no {activation} hidden_act")
 
 
 @dataclasses.dataclass
@@ -350,13 +372,26 @@ class Backbone(OneOfConfig):
     vit: VisionTransformer = dataclasses.field(default_factory=VisionTransformer)
     """Vision Transformer options."""
 
+    def _screen(self, data: Mapping[str, Any], prefix: str) -> None:
+        """Refuses a family no library builds before anything else of the file is read."""
+        kind = data.get("type", self.type)
+        if isinstance(kind, str) and kind in _UNBUILT:
+            raise _refusal(f"{prefix}.type", kind, _UNBUILT[kind], _BUILT_TYPES)
+        block = data.get("mobilenet")
+        model_id = data.get("mobilenet.model_id", self.mobilenet.model_id)
+        if isinstance(block, Mapping):
+            model_id = block.get("model_id", model_id)
+        if kind == "mobilenet" and isinstance(model_id, str) and model_id not in _MOBILENETS:
+            raise _refusal(f"{prefix}.mobilenet.model_id", model_id, f"a {model_id}",
+                           _TRANSFORMERS_MOBILENETS)
+
     def check(self) -> None:
         if self.type is None:
             return
         key = self.field_path(self.type)
         if self.type in _UNBUILT:
             raise _refusal(self.field_path("type"), self.type, _UNBUILT[self.type],
-                           "transformers builds resnet, vit, mobilenet and efficientnet")
+                           _BUILT_TYPES)
         refuse = getattr(self.get(), "refuse", None)
         if refuse is not None:
             refuse(key)

@@ -33,12 +33,13 @@ from torchgarden.models.backbones import (
     RESNET_SPECS,
     Backbone,
     NormActivation,
+    check_activation,
 )
 from torchgarden.models.names import require_library
 from torchgarden.models.transformers_models import transformers_config
 
 __all__ = ["GardenBackbone", "GardenClassifier", "build_garden_backbone", "build_pyramid_backbone",
-           "library_settings", "with_norm"]
+           "library_settings", "mobilenet_levels", "with_norm"]
 
 #: Backbone type (MobileNet: model_id) -> transformers model type and base model class.
 _MODELS: dict[str, tuple[str, str]] = {
@@ -62,7 +63,9 @@ def library_settings(backbone: Backbone, norm_activation: NormActivation, *,
     """
     height, width, channels = (int(v) for v in input_size)
     block = backbone.get()
-    activation = ACTIVATIONS[norm_activation.activation]
+    check_activation(backbone.type, norm_activation.activation,
+                     "task.model.norm_activation.activation")
+    activation = ACTIVATIONS.get(norm_activation.activation, "relu6")  # MobileNet, ViT: unused
     if backbone.type == "resnet":
         kind, depths = RESNET_SPECS[block.model_id]
         widths = [int(w * block.depth_multiplier) for w in (64, 128, 256, 512)]
@@ -169,14 +172,17 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
 
     Args:
         backbone: A checked ``LibraryBackbone``: ``type: resnet`` builds Model Garden's
-            ResNet (transformers ``ResNetBackbone``, levels 2..5); unset ``type`` with a
-            ``name`` builds that library model; neither gives None (the task's built-in).
+            ResNet (transformers ``ResNetBackbone``, levels 2..5), ``type: mobilenet`` its
+            MobileNetV1/V2 (`mobilenet_levels`); unset ``type`` with a ``name`` builds that
+            library model; neither gives None (the task's built-in).
         norm_activation: Activation and batch norm of Model Garden's ResNet.
         in_channels: Input channels. Defaults to 3.
         key: The config key named in errors.
     """
     from torchgarden.models.library import build_backbone
 
+    if backbone.type == "mobilenet":
+        return mobilenet_levels(backbone, in_channels=in_channels, key=key)
     if backbone.type == "resnet":
         _, settings = library_settings(backbone, norm_activation,
                                        input_size=(64, 64, in_channels))
@@ -191,6 +197,35 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
                               pretrained_path=backbone.pretrained_path,
                               ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key)
     return None
+
+
+def mobilenet_levels(backbone: Any, *, in_channels: int = 3,
+                     key: str = "task.model.backbone") -> nn.Module:
+    """Model Garden's MobileNetV1/V2 as ``images -> {str(level): map}`` (transformers'
+    ``MobileNetV*Model``, random weights or ``backbone.pretrained_path``).
+
+    A level's map is the output of its last block, Model Garden's endpoints (MobileNetV2:
+    24, 32, 96 and 320 channels at levels 2..5); the final 1x1 convolution (1280) runs, as
+    in Model Garden, but feeds no level. Blocks keep their own relu6, as in Model Garden.
+    """
+    from torchgarden.models.adapters import FeatureLevels
+    from torchgarden.models.weights import load_pretrained
+
+    model_type, settings = library_settings(backbone, NormActivation(),
+                                            input_size=(64, 64, in_channels))
+    config = transformers_config(model_type, {**settings, "output_hidden_states": True},
+                                 key=key)
+    cls = getattr(require_library("transformers"), _MODELS[backbone.mobilenet.model_id][1])
+    model = cls(config, add_pooling_layer=False)
+    if backbone.pretrained_path:
+        load_pretrained(model, backbone.pretrained_path,
+                        ignore_mismatched_sizes=backbone.ignore_mismatched_sizes,
+                        key=f"{key}.pretrained_path")
+    return FeatureLevels(model, _hidden_states, in_channels=in_channels)
+
+
+def _hidden_states(output: Any) -> list[torch.Tensor]:
+    return list(output.hidden_states)
 
 
 def with_norm(model: nn.Module, norm: NormActivation) -> nn.Module:

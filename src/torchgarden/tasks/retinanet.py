@@ -34,6 +34,7 @@ from torchgarden.utils.logs import Logs
 from torchgarden.vision.anchors import assign_targets
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.coco_data import COCODetectionDataset, DetectionCollate
+from torchgarden.vision.pyramid import l2_kernels
 from torchgarden.vision.retinanet_model import RetinaNet, flatten_levels
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 from torchgarden.vision.tfrecord_records import detection_loader
@@ -127,9 +128,12 @@ class RetinaNetTask(Task):
             anchor_size=cfg.anchor.anchor_size, prior_probability=cfg.prior_probability,
             box_weights=g.box_coder_weights or (1.0, 1.0, 1.0, 1.0),
             score_threshold=g.pre_nms_score_threshold, iou_threshold=g.nms_iou_threshold,
-            max_detections=g.max_num_detections, pre_nms_top_k=g.pre_nms_top_k)
+            max_detections=g.max_num_detections, pre_nms_top_k=g.pre_nms_top_k,
+            activation=cfg.norm_activation.activation,
+            fpn_separable_conv=cfg.decoder.fpn.use_separable_conv,
+            head_separable_conv=cfg.head.use_separable_conv)
         model = with_norm(model, cfg.norm_activation)
-        self._l2_weights = [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
+        self._l2_weights = l2_kernels(model)
         return model
 
     def _annotation_file(self, params: RetinaNetDataConfig) -> str:
