@@ -156,6 +156,7 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
         model = with_norm(cls(config), norm_activation)
         features = _last_width(model)
         if backbone.type == "resnet":
+            _resnet_activation(model, config.hidden_act)
             _add_resnet_stochastic_depth(model, backbone.resnet.stochastic_depth_drop_rate)
     return GardenBackbone(model, kind=backbone.type or "", num_features=features)
 
@@ -189,6 +190,7 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
         built = build_backbone("transformers/resnet", in_channels=in_channels,
                                settings=settings, pretrained_path=backbone.pretrained_path,
                                ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key)
+        _resnet_activation(built.model, settings["hidden_act"])
         _add_resnet_stochastic_depth(built.model, backbone.resnet.stochastic_depth_drop_rate)
         return built
     if backbone.name:
@@ -319,6 +321,17 @@ def _add_stochastic_depth(model: nn.Module, rate: float, *, key: str) -> None:
                          "set it to 0")
     for i, block in enumerate(blocks):
         block.dropout = DropoutDropPath(block.dropout, rate * (i + 1) / len(blocks))
+
+
+def _resnet_activation(model: nn.Module, hidden_act: str) -> None:
+    """transformers' ResNet applies ``hidden_act`` at the stem and the end of each block, its
+    other convs are ReLU; Model Garden's applies its activation after every one: those ReLUs
+    become ``hidden_act`` too (no weights change)."""
+    if hidden_act != "relu":
+        activations = require_library("transformers").activations
+        for module in model.modules():
+            if type(getattr(module, "activation", None)) is nn.ReLU:
+                module.activation = activations.ACT2FN[hidden_act]
 
 
 def _add_resnet_stochastic_depth(model: nn.Module, rate: float) -> None:
