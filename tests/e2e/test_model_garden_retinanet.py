@@ -1,5 +1,5 @@
-"""Model Garden's RetinaNet MobileNetV2 YAML (``retinanet/coco_mobilenetv2_tpu.yaml`` as it is)
-is accepted whole over ``retinanet_resnetfpn_coco`` and trains 2 steps on TFRecord shards in
+"""Model Garden's RetinaNet MobileNetV2 experiment (``retinanet/coco_mobilenetv2_tpu.yaml``'s
+keys and values, examples/model_garden/retinanet_mobilenetv2_coco.yaml) is accepted whole over ``retinanet_resnetfpn_coco`` and trains 2 steps on TFRecord shards in
 Model Garden's detection schema; YAMLs of backbones or families torchgarden does not build
 are refused in one line naming the backbone key or the family, before any other key."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 
 import pytest
 import yaml
@@ -20,81 +21,15 @@ pytest.importorskip("transformers")
 pytest.importorskip("crc32c")
 pytest.importorskip("tfrecord")
 
-# official/vision/configs/experiments/retinanet/coco_mobilenetv2_tpu.yaml, as Model Garden has it.
-MOBILENETV2_YAML = """\
-# --experiment_type=retinanet_mobile_coco
-runtime:
-  distribution_strategy: 'tpu'
-  mixed_precision_dtype: 'bfloat16'
-task:
-  losses:
-    l2_weight_decay: 3.0e-05
-  model:
-    anchor:
-      anchor_size: 3
-      aspect_ratios: [0.5, 1.0, 2.0]
-      num_scales: 3
-    backbone:
-      mobilenet:
-        model_id: 'MobileNetV2'
-        filter_size_scale: 1.0
-      type: 'mobilenet'
-    decoder:
-      type: 'fpn'
-      fpn:
-        num_filters: 128
-        use_separable_conv: true
-        use_keras_layer: true
-    head:
-      num_convs: 4
-      num_filters: 128
-      use_separable_conv: true
-    input_size: [256, 256, 3]
-    max_level: 7
-    min_level: 3
-    norm_activation:
-      activation: 'relu6'
-      norm_epsilon: 0.001
-      norm_momentum: 0.99
-      use_sync_bn: true
-  train_data:
-    dtype: 'bfloat16'
-    global_batch_size: 256
-    is_training: true
-    parser:
-      aug_rand_hflip: true
-      aug_scale_max: 2.0
-      aug_scale_min: 0.5
-  validation_data:
-    dtype: 'bfloat16'
-    global_batch_size: 256
-    is_training: false
-    drop_remainder: false
-trainer:
-  optimizer_config:
-    learning_rate:
-      stepwise:
-        boundaries: [263340, 272580]
-        values: [0.32, 0.032, 0.0032]
-      type: 'stepwise'
-    warmup:
-      linear:
-        warmup_learning_rate: 0.0067
-        warmup_steps: 2000
-  steps_per_loop: 462
-  train_steps: 277200
-  validation_interval: 462
-  validation_steps: 20
-"""
-
+# Model Garden's retinanet/coco_mobilenetv2_tpu.yaml: its keys and values, written out anew.
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "model_garden" / \
+    "retinanet_mobilenetv2_coco.yaml"
 EXPERIMENT = "retinanet_resnetfpn_coco"
 
 
 @pytest.fixture
-def mg_yaml(tmp_path):
-    path = tmp_path / "coco_mobilenetv2_tpu.yaml"
-    path.write_text(MOBILENETV2_YAML)
-    return str(path)
+def mg_yaml():
+    return str(EXAMPLE)
 
 
 def test_the_yaml_is_accepted_whole_and_builds_what_it_names(mg_yaml, capsys):
@@ -154,48 +89,45 @@ def _refusal(capsys, *argv) -> str:
     return err[0].removeprefix("torchgarden: error: ")
 
 
-def _variant(backbone: str) -> str:
-    """The MobileNetV2 YAML with another backbone block."""
-    return MOBILENETV2_YAML.replace(
-        "    backbone:\n      mobilenet:\n        model_id: 'MobileNetV2'\n"
-        "        filter_size_scale: 1.0\n      type: 'mobilenet'\n", backbone)
+def _refused_file(tmp_path, backbone: dict) -> str:
+    """The example with ``backbone``, after keys refused for other reasons: Model Garden's
+    losses.norm_activation slip, an input_size missing its comma, an identity decoder,
+    hard_swish (in the file's order, all before the backbone)."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    model = data["task"].pop("model")
+    model.update(input_size=["320 320", 3], decoder={"type": "identity"},
+                 norm_activation={"activation": "hard_swish"})
+    del model["backbone"]
+    model["backbone"] = backbone  # last in the block
+    losses = {**data["task"].pop("losses"), "norm_activation": {"activation": "relu"}}
+    data["task"] = {"losses": losses, "model": model, **data["task"]}
+    path = tmp_path / "model_garden.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
 
 
 @pytest.mark.parametrize("backbone, first", [
-    ("    backbone:\n      spinenet:\n        model_id: '49'\n      type: 'spinenet'\n",
+    ({"spinenet": {"model_id": "49"}, "type": "spinenet"},
      "task.model.backbone.type: 'spinenet' needs SpineNet"),
-    ("    backbone:\n      spinenet_mobile:\n        model_id: '49'\n"
-     "      type: 'spinenet_mobile'\n",
+    ({"spinenet_mobile": {"model_id": "49"}, "type": "spinenet_mobile"},
      "task.model.backbone.type: 'spinenet_mobile' needs mobile SpineNet"),
-    ("    backbone:\n      mobilenet:\n        model_id: 'MobileDetCPU'\n"
-     "      type: 'mobiledet'\n", "task.model.backbone.type: 'mobiledet' needs MobileDet"),
-    ("    backbone:\n      mobilenet:\n        model_id: 'MobileNetMultiAVG'\n"
-     "      type: 'mobilenet'\n",
+    ({"mobilenet": {"model_id": "MobileDetCPU"}, "type": "mobiledet"},
+     "task.model.backbone.type: 'mobiledet' needs MobileDet"),
+    ({"mobilenet": {"model_id": "MobileNetMultiAVG"}, "type": "mobilenet"},
      "task.model.backbone.mobilenet.model_id: 'MobileNetMultiAVG' needs a MobileNetMultiAVG"),
 ])
 def test_a_backbone_no_library_builds_is_the_first_refusal(tmp_path, capsys, backbone, first):
-    """Keys Model Garden's files get wrong or torchgarden refuses for other reasons come
-    before the backbone in the file (losses.norm_activation, an input_size missing a comma,
-    an identity decoder, hard_swish): the backbone is still what the one line names."""
-    text = _variant(backbone).replace(
-        "    l2_weight_decay: 3.0e-05\n",
-        "    l2_weight_decay: 3.0e-05\n    norm_activation: {activation: relu}\n").replace(
-        "    input_size: [256, 256, 3]\n", "").replace(
-        "    anchor:\n", "    input_size: [320 320, 3]\n    anchor:\n").replace(
-        "      type: 'fpn'\n", "      type: 'identity'\n").replace("'relu6'", "'hard_swish'")
-    path = tmp_path / "model_garden.yaml"
-    path.write_text(text)
     model_dir = tmp_path / "run"
     line = _refusal(capsys, "train", "--experiment", EXPERIMENT, "--model_dir", str(model_dir),
-                    "--config_file", str(path))
+                    "--config_file", _refused_file(tmp_path, backbone))
     assert line.startswith(first) and "which no installed library builds" in line
     assert not model_dir.exists()
 
 
 def test_a_list_missing_its_comma_is_named_as_such(tmp_path, capsys):
     path = tmp_path / "comma.yaml"
-    path.write_text(MOBILENETV2_YAML.replace("input_size: [256, 256, 3]",
-                                             "input_size: [320 320, 3]"))
+    path.write_text(EXAMPLE.read_text().replace("input_size: [256, 256, 3]",
+                                                "input_size: [320 320, 3]"))
     line = _refusal(capsys, "config", "--experiment", EXPERIMENT, "--config_file", str(path))
     assert line == ("task.model.input_size[0] expects int | None, received '320 320' (str); "
                     "YAML reads it as one string: is a comma missing (320, 320)?")
