@@ -81,17 +81,12 @@ class Config:
         if name not in field_types(type(self)):
             raise ConfigKeyError(self._no_field(name), key=name)
         # Model Garden's ParamsDict deletes the key; a typed config keeps every field.
-        raise ConfigKeyError(
-            f"cannot delete {type(self).__name__}.{name}: a config's fields are fixed by its "
-            f"class; assign a value instead (cfg.{name} = ...)",
-            key=name,
-        )
+        raise ConfigKeyError(f"cannot delete {type(self).__name__}.{name}: a config's fields are "
+                             f"fixed by its class; assign a value instead (cfg.{name} = ...)",
+                             key=name)
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when normal lookup fails.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise AttributeError(self._no_field(name))
+    def __getattr__(self, name: str) -> Any:  # only reached when normal lookup fails
+        raise AttributeError(name if name.startswith("_") else self._no_field(name))
 
     def _no_field(self, name: str) -> str:
         names = field_types(type(self))
@@ -103,9 +98,8 @@ class Config:
             raise ConfigError(f"{key or type(self).__name__} is locked; {action}. "
                               "Use .replace(...) to get an unlocked modified copy")
 
-    def _convert(
-        self, name: str, value: Any, *, path: str, current: Any, strict: bool = True
-    ) -> Any:
+    def _convert(self, name: str, value: Any, *, path: str, current: Any,
+                 strict: bool = True) -> Any:
         """Checks and converts a value for field ``name`` (a subclass may check more)."""
         return coerce(value, field_types(type(self))[name], path=path, current=current,
                       strict=strict)
@@ -172,9 +166,8 @@ class Config:
                 raise _unknown_key(key, names, prefix, valid, config=self)
 
     def _screen(self, data: Mapping[str, Any], prefix: str) -> None:
-        """Hook run on a whole override before any of it is applied, so a refusal that makes
-        the rest moot (a model family no library builds) is the first one; by default each
-        sub-config screens its part."""
+        """Hook run on a whole override before any of it is applied, so a refusal making the
+        rest moot (a model family no library builds) comes first; sub-configs screen theirs."""
         for key, value in _nest_dotted(data, prefix).items():
             child = getattr(self, key) if key in field_types(type(self)) else None
             if isinstance(child, Config) and isinstance(value, Mapping):

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -223,11 +224,7 @@ def mobilenet_levels(backbone: Any, *, in_channels: int = 3,
         load_pretrained(model, backbone.pretrained_path,
                         ignore_mismatched_sizes=backbone.ignore_mismatched_sizes,
                         key=f"{key}.pretrained_path")
-    return FeatureLevels(model, _hidden_states, in_channels=in_channels)
-
-
-def _hidden_states(output: Any) -> list[torch.Tensor]:
-    return list(output.hidden_states)
+    return FeatureLevels(model, operator.attrgetter("hidden_states"), in_channels=in_channels)
 
 
 def with_norm(model: nn.Module, norm: NormActivation) -> nn.Module:
