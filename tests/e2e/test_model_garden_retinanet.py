@@ -180,3 +180,17 @@ def test_a_mask_rcnn_file_whose_keys_are_all_retinanets_reads_as_retinanet_when_
     path.write_text(MASK_RCNN_YAML)
     assert main(["config", "--experiment", EXPERIMENT, "--config_file", str(path)]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["task"]["model"]["anchor"]["anchor_size"] == 3
+
+
+def test_port_says_when_the_files_experiment_type_is_not_registered(tmp_path, capsys):
+    """Model Garden's retinanet_mobile_coco defaults to SpineNet-Mobile, so it is not
+    registered: the experiment port picks (the directory's) is said with the refusal."""
+    path = tmp_path / "retinanet" / "coco_mobilenetv2_tpu.yaml"
+    path.parent.mkdir()
+    body = [line for line in EXAMPLE.read_text().splitlines(True) if not line.startswith("#")]
+    path.write_text("".join(["# --experiment_type=retinanet_mobile_coco\n", *body]))
+    line = _refusal(capsys, "port", str(path))
+    assert line.endswith("(read over retinanet: --experiment_type=retinanet_mobile_coco is not "
+                         "a torchgarden experiment; pass --experiment NAME to choose "
+                         "(`torchgarden list`))")
+    assert main(["port", str(path), "--experiment", EXPERIMENT]) == 0

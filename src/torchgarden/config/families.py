@@ -22,7 +22,7 @@ from typing import Any
 
 from torchgarden.config.errors import ConfigError
 
-__all__ = ["Family", "FAMILIES", "unprovided_family"]
+__all__ = ["Family", "FAMILIES", "experiment_types", "unprovided_family"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +74,7 @@ def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
         directory that shows it; None when the file shows no such family.
     """
     leaves = list(_leaves(data))
-    named = _experiment_types(path)
+    named = experiment_types(path)
     parts = os.path.normpath(os.path.abspath(path)).split(os.sep)[:-1]
     for family in FAMILIES:
         key = next((f for k in leaves for f in family.keys
@@ -95,8 +95,9 @@ def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
     return None
 
 
-def _experiment_types(path: str) -> list[str]:
-    """The experiment names the file's ``--experiment_type=NAME`` comments give."""
+def experiment_types(path: str) -> list[str]:
+    """The experiment names the file's ``--experiment_type=NAME`` comments give (as Model
+    Garden's YAMLs carry them); [] for an unreadable file."""
     try:
         with open(path, encoding="utf-8") as f:
             return re.findall(r"--experiment(?:_type)?[= ](\w+)", f.read())
