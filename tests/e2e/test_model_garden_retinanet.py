@@ -194,3 +194,14 @@ def test_port_says_when_the_files_experiment_type_is_not_registered(tmp_path, ca
                          "a torchgarden experiment; pass --experiment NAME to choose "
                          "(`torchgarden list`))")
     assert main(["port", str(path), "--experiment", EXPERIMENT]) == 0
+
+
+def test_the_backbone_screen_reads_what_the_command_line_chooses(capsys):
+    """--params_override is screened like a file; a registered experiment whose own backbone
+    is refused (revnet_imagenet) is still built, and refused at validation as before."""
+    line = _refusal(capsys, "config", "--experiment", EXPERIMENT, "--params_override",
+                    "task.model.input_size=[320 320],task.model.backbone.type=spinenet")
+    assert line.startswith("task.model.backbone.type: 'spinenet' needs SpineNet")
+    assert tg.get_experiment("revnet_imagenet").task.model.backbone.type == "revnet"
+    line = _refusal(capsys, "config", "--experiment", "revnet_imagenet")
+    assert line.startswith("task.model.backbone.type: 'revnet' needs a reversible ResNet")

@@ -110,6 +110,7 @@ def _override_with_file(params: ExperimentConfig, path: str) -> None:
 
     data = load_yaml_file(path)
     try:
+        params.screen(data)
         params.override(data)
     except ConfigError as error:
         raise unprovided_family(path, data) or error from None
@@ -118,6 +119,7 @@ def _override_with_file(params: ExperimentConfig, path: str) -> None:
 def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> ExperimentConfig:
     from torchgarden import registry
     from torchgarden.config import ConfigError, ExperimentConfig, load_yaml_file
+    from torchgarden.config.overrides import parse_override
 
     for module in getattr(flags, "imports", None) or []:
         registry.import_user_module(module)
@@ -144,5 +146,7 @@ def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> Exp
         overrides = [overrides]
     for text in overrides:
         if text:
-            params.override(text)
+            data = parse_override(text)
+            params.screen(data)
+            params.override(data)
     return params.validate()

@@ -137,7 +137,6 @@ class Config:
             raise ConfigTypeError("override expects a mapping, a string or a Config, "
                                   f"received {show(overrides)}")
         trial = copy.deepcopy(self)  # dry run first so a bad override changes nothing
-        trial._screen(data, prefix="")
         trial._apply(data, strict=strict, prefix="")
         self._apply(data, strict=strict, prefix="")
         return self
@@ -165,13 +164,14 @@ class Config:
                 valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
                 raise _unknown_key(key, names, prefix, valid, config=self)
 
-    def _screen(self, data: Mapping[str, Any], prefix: str) -> None:
-        """Hook run on a whole override before any of it is applied, so a refusal making the
-        rest moot (a model family no library builds) comes first; sub-configs screen theirs."""
+    def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
+        """Refuses, before an override ``data`` (a config file) is applied, what makes the rest
+        of it moot (a model family no library builds), so that is the first refusal a file
+        gets; by default each sub-config screens its part. Changes nothing."""
         for key, value in _nest_dotted(data, prefix).items():
             child = getattr(self, key) if key in field_types(type(self)) else None
             if isinstance(child, Config) and isinstance(value, Mapping):
-                child._screen(value, _join(prefix, key))
+                child.screen(value, _join(prefix, key))
 
     def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
         """`data` with this class' Model Garden keys mapped or dropped (each noticed)."""

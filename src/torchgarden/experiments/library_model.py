@@ -140,11 +140,10 @@ class LibraryBackbone(Backbone):
     def _export_names(self) -> list[str]:
         return [*super()._export_names(), *_LIBRARY_KEYS]
 
-    def _screen(self, data: Mapping[str, Any], prefix: str) -> None:
-        super()._screen(data, prefix)
-        kind = data.get("type", self.type)
-        if isinstance(kind, str) and kind in super().alternatives() \
-                and kind not in _PYRAMIDS:
+    def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
+        super().screen(data, prefix)
+        kind = data.get("type")
+        if isinstance(kind, str) and kind in super().alternatives() and kind not in _PYRAMIDS:
             raise _no_pyramid(f"{prefix}.type", kind)
 
     def check(self) -> None:

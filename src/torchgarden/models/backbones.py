@@ -372,16 +372,19 @@ class Backbone(OneOfConfig):
     vit: VisionTransformer = dataclasses.field(default_factory=VisionTransformer)
     """Vision Transformer options."""
 
-    def _screen(self, data: Mapping[str, Any], prefix: str) -> None:
-        """Refuses a family no library builds before anything else of the file is read."""
+    def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
+        """Refuses a family no library builds, when ``data`` (an override) chooses it, before
+        anything else of the override is read."""
         kind = data.get("type", self.type)
-        if isinstance(kind, str) and kind in _UNBUILT:
+        if "type" in data and isinstance(kind, str) and kind in _UNBUILT:
             raise _refusal(f"{prefix}.type", kind, _UNBUILT[kind], _BUILT_TYPES)
         block = data.get("mobilenet")
         model_id = data.get("mobilenet.model_id", self.mobilenet.model_id)
         if isinstance(block, Mapping):
             model_id = block.get("model_id", model_id)
-        if kind == "mobilenet" and isinstance(model_id, str) and model_id not in _MOBILENETS:
+        chosen = "type" in data or model_id != self.mobilenet.model_id
+        if kind == "mobilenet" and chosen and isinstance(model_id, str) \
+                and model_id not in _MOBILENETS:
             raise _refusal(f"{prefix}.mobilenet.model_id", model_id, f"a {model_id}",
                            _TRANSFORMERS_MOBILENETS)
 
