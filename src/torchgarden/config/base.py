@@ -75,8 +75,7 @@ class Config:
 
     def __delattr__(self, name: str) -> None:
         if name.startswith("_"):
-            object.__delattr__(self, name)
-            return
+            return object.__delattr__(self, name)
         self._refuse_if_locked(f"cannot delete {name!r}")
         if name not in field_types(type(self)):
             raise ConfigKeyError(self._no_field(name), key=name)
@@ -165,9 +164,8 @@ class Config:
                 raise _unknown_key(key, names, prefix, valid, config=self)
 
     def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
-        """Refuses, before an override ``data`` (a config file) is applied, what makes the rest
-        of it moot (a model family no library builds), so that is the first refusal a file
-        gets; by default each sub-config screens its part. Changes nothing."""
+        """Refuses what makes the rest of an override ``data`` moot (a model family no library
+        builds) before it is applied, so a file's first refusal is that; changes nothing."""
         for key, value in _nest_dotted(data, prefix).items():
             child = getattr(self, key) if key in field_types(type(self)) else None
             if isinstance(child, Config) and isinstance(value, Mapping):

@@ -204,8 +204,8 @@ class RetinaNetModelConfig(Config):
                                                use_sync_bn=False))
     """Batch norm of the backbone, pyramid and head; ``activation`` is that of the pyramid
     (before P7), the head's towers and a ResNet backbone (MobileNet keeps relu6, as in
-    Model Garden). Defaults to torch's batch norm (momentum 0.9 in Keras' terms, epsilon
-    1e-5) and relu."""
+    Model Garden; the built-in backbone ReLU). Defaults to torch's batch norm (momentum 0.9
+    in Keras' terms, epsilon 1e-5) and relu."""
     backbone_channels: list[int] = dataclasses.field(default_factory=lambda: [16, 32, 64, 128])
     """(torchgarden) Channels of the built-in backbone's stages 1..max_level. Defaults to
     [16, 32, 64, 128]."""
