@@ -8,9 +8,12 @@
 * Whole commands against ``python -c "import torch"`` (issue 24; fresh processes, after a
   warm-up, in a new random order each round): a 1-step ``train`` of the default experiment
   (a new model_dir each time), ``eval`` of a trained run, ``export --format pt2`` and
-  ``predict`` of that export; and a compiled (``runtime.enable_xla``) run restarted from its
-  checkpoint for 20 more steps with an empty Inductor disk cache (a new machine), with and
-  without the ``compile_cache.bin`` its model_dir keeps.
+  ``predict`` of that export; a compiled (``runtime.enable_xla``) run restarted from its
+  checkpoint for 20 more steps, on this machine (Inductor's disk cache as it is) and as on
+  a new one (an empty Inductor cache), with and without the ``compile_cache/`` its
+  model_dir keeps; and a whole 20,000-step compiled digits run from a fresh model against
+  the hand-written one-step compiled loop (h1) doing the same steps, compile included on
+  both sides, both with Inductor's disk cache as it is.
 * Checkpoint stall: how long ``CheckpointManager.save()`` blocks training for a
   ~67 MB state, synchronous versus ``enable_async=True`` (which only copies to host
   memory before returning; the write finishes in a background thread).
@@ -102,14 +105,27 @@ def _interleaved(commands: dict[str, list[str]], repeats: int, until: str | None
     return {name: _common.median(values) for name, values in times.items()}
 
 
-def _fresh(command: list[str], root: str, prepare: Callable[[str], None] | None = None
-           ) -> list[str]:
+def _fresh(command: list[str], root: str, prepare: Callable[[str], None] | None = None,
+           *, new_machine: bool = True) -> list[str]:
     """``command`` run by a shell that first gives it a new directory ``$D`` (made by
-    ``prepare``'s shell line when given) and an empty Inductor cache ``$I``."""
+    ``prepare``'s shell line when given) and, for ``new_machine``, an empty Inductor cache."""
     line = " ".join(f'"{part}"' if "$" in part else shlex.quote(part) for part in command)
     setup = prepare(root) if prepare else ""
-    return ["bash", "-c", f'D=$(mktemp -d -p {root}); I=$(mktemp -d -p {root}); {setup} '
-                          f'TORCHINDUCTOR_CACHE_DIR=$I {line}']
+    inductor = f"I=$(mktemp -d -p {root}); TORCHINDUCTOR_CACHE_DIR=$I " if new_machine else ""
+    return ["bash", "-c", f"D=$(mktemp -d -p {root}); {setup} {inductor}{line}"]
+
+
+# (h1) of digits_mlp.py as a whole process: the digits MLP's step hand-written as one
+# torch.compile(fullgraph=True) graph (grad_and_value, torch's functional Adam), trained for
+# {steps} steps over torchgarden's digits data on its data path, compile included.
+_HAND_WRITTEN_COMPILED_RUN = """
+import sys
+sys.path.insert(0, {benchmarks!r})
+import _contenders, _workloads
+_contenders.COMPILE_WARMUP_STEPS = 1
+_contenders.hand_written_compiled(_workloads.digits_mlp())({steps})
+"""
+WHOLE_RUN_STEPS = 20_000
 
 
 def _whole_commands(python: str, cli: str, repeats: int) -> dict[str, float]:
@@ -130,6 +146,12 @@ def _whole_commands(python: str, cli: str, repeats: int) -> dict[str, float]:
     subprocess.run([*train, "--model_dir", compiled, "--params_override",
                     f"{compile_override}20"], check=True, capture_output=True)
     copy = f"cp -r {shlex.quote(compiled)}/. $D/;"
+    restart = [*train, "--model_dir", "$D", "--params_override", f"{compile_override}40"]
+    whole_run = ("runtime.enable_xla=true,trainer.steps_per_loop=1000,trainer.summary_interval="
+                 f"1000,trainer.checkpoint_interval={WHOLE_RUN_STEPS},"
+                 f"trainer.train_steps={WHOLE_RUN_STEPS}")
+    hand_written = _HAND_WRITTEN_COMPILED_RUN.format(
+        benchmarks=os.path.dirname(os.path.abspath(__file__)), steps=WHOLE_RUN_STEPS)
     try:
         return _interleaved({
             "import torch": [python, "-c", "import torch"],
@@ -141,12 +163,18 @@ def _whole_commands(python: str, cli: str, repeats: int) -> dict[str, float]:
                 [cli, "export", "--model_dir", trained, "--format", "pt2", "--output",
                  "$D/export"], root),
             "predict with an export": [cli, "predict", "--export", export, image],
-            "compiled restart, compile_cache.bin": _fresh(
-                [*train, "--model_dir", "$D", "--params_override", f"{compile_override}40"],
-                root, lambda _: copy),
-            "compiled restart, no compile_cache.bin": _fresh(
-                [*train, "--model_dir", "$D", "--params_override", f"{compile_override}40"],
-                root, lambda _: f"{copy} rm -f $D/compile_cache.bin;"),
+            "compiled restart, same machine": _fresh(
+                restart, root, lambda _: copy, new_machine=False),
+            "compiled restart, same machine, no compile_cache/": _fresh(
+                restart, root, lambda _: f"{copy} rm -rf $D/compile_cache;", new_machine=False),
+            "compiled restart, new machine": _fresh(restart, root, lambda _: copy),
+            "compiled restart, new machine, no compile_cache/": _fresh(
+                restart, root, lambda _: f"{copy} rm -rf $D/compile_cache;"),
+            f"compiled {WHOLE_RUN_STEPS} steps, torchgarden": _fresh(
+                [*train, "--model_dir", "$D/run", "--params_override", whole_run], root,
+                new_machine=False),
+            f"compiled {WHOLE_RUN_STEPS} steps, hand-written (h1)": [
+                python, "-c", hand_written],
         }, repeats)
     finally:
         shutil.rmtree(root, ignore_errors=True)

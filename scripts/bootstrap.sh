@@ -20,3 +20,6 @@ if [ ! -f "$stamp" ]; then
   $PIP install -e ".[$EXTRAS]"
   touch "$stamp"
 fi
+# Byte-compile the package: a shell with PYTHONDONTWRITEBYTECODE set (CI's) would otherwise
+# compile its ~180 modules from source on every command (~0.2 s of each start-up).
+"$VENV/bin/python" -m compileall -q src >/dev/null

@@ -3,9 +3,9 @@
 Every `train`, `eval`, `export` and `predict` pays its imports before its first step (issue
 24). Heavy libraries a default run does not use stay out: scikit-learn (and SciPy; the
 digits file is read directly), torch.distributed.checkpoint (the sharded format only),
-torch.export / ONNX (export only), the model libraries, plotting, the trackers. torch
-itself imports `torch._dynamo` the first time an optimizer is built (its `__init__` is
-wrapped in `torch._disable_dynamo`), so that one is paid by any training script.
+torch.export / ONNX (export only), the model libraries, plotting, the trackers, and
+`torch._dynamo` (with SymPy), which torch.optim would import on an optimizer's first
+build and step although nothing is compiled (`torchgarden.optim.eager_dynamo`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ NOT_IMPORTED = (
     "sklearn", "scipy", "pandas", "torch.distributed.checkpoint", "torchgarden.export",
     "onnx", "onnxruntime", "onnxscript", "transformers", "datasets", "torchdata", "torchvision",
     "timm", "matplotlib", "PIL", "pycocotools", "torchmetrics", "mlflow", "wandb", "safetensors",
-    "crc32c", "tfrecord",
+    "crc32c", "tfrecord", "torch._dynamo", "sympy",
 )
 
 

@@ -120,10 +120,14 @@ def test_segmentation_takes_model_gardens_resnet_backbone():
     params.override({"task": {"model": {
         "backbone": {"type": "resnet", "resnet": {"model_id": 18, "depth_multiplier": 0.125}},
         "norm_activation": {"norm_momentum": 0.99, "norm_epsilon": 1e-3}}}})
-    model = tg.get_task(params.validate().task).build_model().eval()
-    assert model(torch.zeros(2, 3, 64, 64)).shape == (2, 4, 64, 64)
+    task = tg.get_task(params.validate().task)
+    model = task.build_model().eval()
+    # Model Garden's default decoder (identity) and head (level 3): logits at stride 8,
+    # resized to the images for inference.
+    assert model(torch.zeros(2, 3, 64, 64)).shape == (2, 4, 8, 8)
+    assert task.inference_step(torch.zeros(2, 3, 64, 64), model).shape == (2, 4, 64, 64)
     norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
     assert norms and all(m.momentum == pytest.approx(0.01) and m.eps == 1e-3 for m in norms)
-    with pytest.raises(ConfigError, match=r"^task.model.backbone.type: 'dilated_resnet' needs"):
-        params.override({"task": {"model": {"backbone": {"type": "dilated_resnet"}}}})
+    with pytest.raises(ConfigError, match=r"^task.model.backbone.type: 'spinenet' needs"):
+        params.override({"task": {"model": {"backbone": {"type": "spinenet"}}}})
         params.validate()

@@ -47,7 +47,7 @@ def test_registered_experiment_defaults():
     params = tg.get_experiment("semantic_segmentation").validate()
     task = params.task
     assert type(task).__name__ == "SemanticSegmentationConfig"
-    assert task.model.num_classes == 4 and task.ignore_label == 255
+    assert task.model.num_classes == 4 and task.losses.ignore_label == 255
     assert task.allow_image_summary is True
     assert task.train_data.input_path == "" and task.train_data.aug_rand_hflip
     assert params.trainer.best_checkpoint_eval_metric == "mean_iou"
@@ -61,7 +61,10 @@ def test_registered_experiment_defaults():
         ({"task": {"train_data": {"output_size": [], "aug_scale_max": 1.5}}},
          r"task\.train_data\.output_size is required"),
         ({"task": {"train_data": {"aug_scale_min": 2.0}}}, r"aug_scale_min \(2\.0\) must be"),
-        ({"task": {"ignore_label": 3}}, r"task\.ignore_label \(3\) must be >= model\.num_classes"),
+        ({"task": {"losses": {"ignore_label": 3}}},
+         r"task\.losses\.ignore_label \(3\) must be >= model\.num_classes"),
+        ({"task": {"ignore_label": 3}},  # the older key, read at Model Garden's place
+         r"task\.losses\.ignore_label \(3\) must be >= model\.num_classes"),
         ({"task": {"model": {"stem_stride": 3}}}, r"task\.model\.stem_stride must be 1 or 2"),
         ({"task": {"model": {"num_classes": 1}}}, r"task\.model\.num_classes must be >= 2"),
         ({"task": {"validation_data": {"split": "test"}}}, r"validation_data\.split must be"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchgarden.modes import MODES
@@ -102,24 +103,57 @@ def parse_configuration(
     return params
 
 
-def _override_with_file(params: ExperimentConfig, path: str) -> None:
-    """Applies one ``--config_file``; a file of a Model Garden family torchgarden does not
-    have (Mask R-CNN, video) is refused naming that family, not its first unknown key."""
+def _apply_layers(params: ExperimentConfig, files: list[str],
+                  texts: list[str]) -> ExperimentConfig:
+    """Applies each ``--config_file``, then each ``--params_override``, and validates. When that
+    fails, the first refusal is the one that makes the rest moot: a file of a Model Garden
+    family torchgarden does not have (Mask R-CNN, video) names the family, and a backbone no
+    library builds that the layers choose in the end (`Config.screen`) comes before any other
+    key."""
     from torchgarden.config import ConfigError, load_yaml_file
     from torchgarden.config.families import unprovided_family
+    from torchgarden.config.overrides import parse_override
 
-    data = load_yaml_file(path)
+    layers = [(path, load_yaml_file(path)) for path in files]
+    layers += [("", parse_override(text)) for text in texts if text]
+    start = params.copy()
     try:
-        params.screen(data)
-        params.override(data)
+        for path, data in layers:
+            try:
+                params.override(data)
+            except ConfigError:
+                family = unprovided_family(path, data) if path else None
+                if family is not None:
+                    raise family from None
+                raise
+        return params.validate()
     except ConfigError as error:
-        raise unprovided_family(path, data) or error from None
+        if getattr(error, "family", False):
+            raise
+        merged: dict[str, Any] = {}
+        for _, data in layers:
+            _merge_dotted(merged, data)
+        start.screen(merged)
+        raise
+
+
+def _merge_dotted(into: dict[str, Any], data: Any) -> None:
+    """Merges an override into one nested mapping (dotted keys nested; later values win)."""
+    for key, value in data.items():
+        head, _, rest = str(key).partition(".")
+        value = {rest: value} if rest else value
+        if isinstance(value, Mapping):
+            node = into.get(head)
+            if not isinstance(node, dict):
+                node = into[head] = {}
+            _merge_dotted(node, value)
+        else:
+            into[head] = value
 
 
 def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> ExperimentConfig:
     from torchgarden import registry
     from torchgarden.config import ConfigError, ExperimentConfig, load_yaml_file
-    from torchgarden.config.overrides import parse_override
 
     for module in getattr(flags, "imports", None) or []:
         registry.import_user_module(module)
@@ -139,14 +173,6 @@ def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> Exp
         except ConfigError as e:
             message = str(e) if base_file in str(e) else f"{base_file}: {e}"
             raise type(e)(message, key=e.key) from None
-    for path in getattr(flags, "config_file", None) or []:
-        _override_with_file(params, path)
     overrides = getattr(flags, "params_override", None) or []
-    if isinstance(overrides, str):
-        overrides = [overrides]
-    for text in overrides:
-        if text:
-            data = parse_override(text)
-            params.screen(data)
-            params.override(data)
-    return params.validate()
+    return _apply_layers(params, list(getattr(flags, "config_file", None) or []),
+                         [overrides] if isinstance(overrides, str) else list(overrides))

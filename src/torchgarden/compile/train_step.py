@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchgarden.compile import cache
 from torchgarden.compile._graph import signature, skip_guards_context, whole_steps
 from torchgarden.compile.functional_optim import KINDS, GroupUpdate, bind_updates
 from torchgarden.core import Task
@@ -54,6 +55,12 @@ class CompiledTrainStep:
         mode: ``torch.compile`` mode (e.g. ``"reduce-overhead"`` for CUDA graphs on a
             GPU). Defaults to None (torch's default).
         steps_per_call: K, the steps one graph call runs. Defaults to 1.
+        artifacts_dir: Where the traced step of the first graph call is kept
+            (``compile/cache.py``): loaded from there when saved by an identical setup,
+            else traced ahead of time and saved there. Defaults to None (nothing kept;
+            ``mode`` other than None keeps nothing either).
+        save_artifacts: Write the traced step (the chief; other ranks only load).
+            Defaults to True.
 
     Example:
         >>> step = CompiledTrainStep(task, model, optimizer, steps_per_call=10)
@@ -63,7 +70,8 @@ class CompiledTrainStep:
 
     def __init__(
         self, task: Task, model: nn.Module, optimizer: torch.optim.Optimizer, *,
-        mode: str | None = None, steps_per_call: int = 1,
+        mode: str | None = None, steps_per_call: int = 1, artifacts_dir: str | None = None,
+        save_artifacts: bool = True,
     ) -> None:
         self.task = task
         self.model = model
@@ -91,6 +99,14 @@ class CompiledTrainStep:
         on_cpu = all(p.device.type == "cpu" for p in model.parameters())
         options = {"size_asserts": False, "cpp_wrapper": on_cpu} if mode is None else None
         self._graph = torch.compile(function, fullgraph=True, mode=mode, options=options)
+        # Traced ahead of time without guards (the artifact key stands for them): the
+        # steady-state call, kept in artifacts_dir.
+        self._traceable = None if mode is not None else torch.compile(
+            function, fullgraph=True, options={**options, "guard_filter_fn": _no_guards})
+        self.artifacts_dir = artifacts_dir
+        self.save_artifacts = save_artifacts
+        self._traced: tuple[Any, Any] | None = None  # (key, function) of the traced step.
+        self._layout: Any = None  # What the traced step was bound to (_bind).
         self._skip_guards = skip_guards_context()
         self._trusted: Any = None  # The key of the last call that passed every guard.
         self.guarded_calls = 0  # Calls that checked every guard (and may have compiled).
@@ -159,11 +175,13 @@ class CompiledTrainStep:
         # guards (tens of µs per call for small models) are skipped.
         key = (tuple(signature(b) for b in batches), self.model.training,
                torch.is_grad_enabled(), self.metrics_in_graph)
-        if key == self._trusted and self._skip_guards is not None:
+        if self._traced is not None and key == self._traced[0]:
+            losses, host_updates = self._traced[1](*arguments)
+        elif key == self._trusted and self._skip_guards is not None:
             with self._skip_guards():
                 losses, host_updates = self._graph(*arguments)
         else:
-            result = self._first_call(arguments, metrics)
+            result = self._first_call(arguments, metrics, key)
             if result is None:
                 return None
             losses, host_updates = result
@@ -173,16 +191,22 @@ class CompiledTrainStep:
         return losses
 
     def _first_call(
-        self, arguments: tuple[Any, ...], metrics: Sequence[Any]
+        self, arguments: tuple[Any, ...], metrics: Sequence[Any], key: Any,
     ) -> tuple[list[torch.Tensor], list[Any]] | None:
-        """A call with every guard checked; on a failed capture, the fallbacks (None: the
-        step cannot be one graph, run it eagerly)."""
+        """A call with every guard checked, or the first call of the traced step; on a
+        failed capture, the fallbacks (None: the step cannot be one graph, run it eagerly)."""
         if self.metrics_in_graph and not all(isinstance(m, Metric) for m in metrics):
             # torchmetrics objects and custom classes: read the graph's outputs instead.
             self.metrics_in_graph = False
+            key = (*key[:3], False)
         self.guarded_calls += 1
         try:
             with startup.timed("compile"):
+                if self._traced is None and self.artifacts_dir and self._traceable:
+                    traced = self._trace_ahead(arguments, key)
+                    if traced is not None:
+                        self._traced = (key, traced)
+                        return traced(*arguments)
                 return self._graph(*arguments)
         except torch._dynamo.exc.TorchDynamoException as error:
             reason = " ".join(str(error).split())[:200]
@@ -191,11 +215,32 @@ class CompiledTrainStep:
                 _logger.info("runtime.enable_xla: train metrics (%s) update outside the "
                              "compiled step: %s", names, reason)
                 self.metrics_in_graph = False
-                return self._first_call(arguments, metrics)
+                return self._first_call(arguments, metrics, (*key[:3], False))
             _logger.info("runtime.enable_xla: the step cannot be compiled as one graph, it "
                          "runs eagerly: %s", reason)
             self._eager_reason = reason
             return None
+
+    def _trace_ahead(self, arguments: tuple[Any, ...], key: Any) -> Any:
+        """The traced step for this setup: loaded from ``artifacts_dir``, else traced now
+        (and saved, by the chief); None where torch cannot trace it ahead of time."""
+        name = cache.step_key(self, arguments, key)
+        traced = cache.load_traced_step(self.artifacts_dir, name, self)
+        if traced is not None:
+            return traced
+        try:
+            traced = self._traceable.aot_compile((arguments, {}))
+            if self.save_artifacts:
+                cache.save_traced_step(self.artifacts_dir, name, traced, self)
+        except torch._dynamo.exc.TorchDynamoException:
+            raise  # The step is not one graph: the caller's fallbacks.
+        except Exception as error:  # noqa: BLE001 - torch's ahead-of-time API is young.
+            _logger.info("runtime.enable_xla: the step is compiled but not kept for restarts "
+                         "(%s: %s)", type(error).__name__, " ".join(str(error).split())[:200])
+            self._traceable = None
+            return None
+        traced.disable_guard_check()
+        return traced
 
     def _scalars(self, learning_rates: Sequence[float] | None, steps: int) -> torch.Tensor:
         """``[steps, n]`` float32: each step's rates and bias corrections, on the device."""
@@ -233,6 +278,15 @@ class CompiledTrainStep:
                 torch._dynamo.mark_static_address(tensor)
         self._state_owner = self.optimizer.state
         self._trusted = None  # New tensors: the next call checks every guard again.
+        layout = (self.names, self.buffer_names,
+                  [(u.kind, u.group, u.indices, u.offset, u.hyper) for u in self.updates])
+        if layout != self._layout:  # The traced step has no guards to notice.
+            self._traced, self._layout = None, layout
+
+
+def _no_guards(entries: Sequence[Any]) -> list[bool]:
+    """Drops every guard of the traced step (its artifact key stands for them)."""
+    return [False] * len(entries)
 
 
 def unsupported_reason(

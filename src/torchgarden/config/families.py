@@ -89,9 +89,11 @@ def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
             shows = f"its directory {folder}/"
         else:
             continue
-        return ConfigError(f"{path}: a Model Garden {family.name} experiment ({shows}), a "
-                           f"family torchgarden does not have; {_HAS} (see `torchgarden "
-                           "list`)", key=key)
+        error = ConfigError(f"{path}: a Model Garden {family.name} experiment ({shows}), a "
+                            f"family torchgarden does not have; {_HAS} (see `torchgarden "
+                            "list`)", key=key)
+        error.family = family.name  # type: ignore[attr-defined]
+        return error
     return None
 
 

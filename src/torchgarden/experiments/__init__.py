@@ -12,6 +12,7 @@ from torchgarden.experiments.augmentation import (
     RandAugmentConfig,
     RandomErasingConfig,
 )
+from torchgarden.experiments.deeplab import deeplab_experiment
 from torchgarden.experiments.image_classification import (
     ImageClassificationConfig,
     ImageClassificationDataConfig,
@@ -59,6 +60,7 @@ __all__ = [
     "ImageClassificationModelConfig",
     "image_classification",
     "imagenet_experiment",
+    "deeplab_experiment",
     "ToyRegressionConfig",
     "toy_regression",
     "GeneratedShapesConfig",

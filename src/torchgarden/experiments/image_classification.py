@@ -40,12 +40,8 @@ from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import check_source
 from torchgarden.experiments.augmentation import ClassificationAugmentDataConfig
 from torchgarden.experiments.library_model import LibraryModelConfig
-from torchgarden.models.backbones import (
-    KERNEL_INITIALIZER_NAMES,
-    Backbone,
-    NormActivation,
-    check_activation,
-)
+from torchgarden.models.activations import NormActivation, check_activation
+from torchgarden.models.backbones import KERNEL_INITIALIZER_NAMES, Backbone
 from torchgarden.registry import register_experiment
 
 __all__ = [

@@ -17,8 +17,7 @@ This module is torch-free.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from torchgarden.config import Config
 from torchgarden.config.errors import ConfigError, not_one_of
@@ -104,13 +103,6 @@ class LibraryModelConfig(Config):
 
 #: The library-model keys a `LibraryBackbone` keeps beside Model Garden's one-of.
 _LIBRARY_KEYS = ("name", "library_config", "pretrained_path", "ignore_mismatched_sizes")
-#: Model Garden backbone types built as a multi-level (feature pyramid) backbone.
-_PYRAMIDS = ("resnet", "mobilenet")
-
-
-def _no_pyramid(key: str, kind: str) -> ConfigError:
-    return ConfigError(f"{key}: {kind!r} has no multi-level (feature pyramid) backbone in "
-                       f"transformers here; use {' or '.join(_PYRAMIDS)}", key=key)
 
 
 @dataclasses.dataclass
@@ -118,9 +110,13 @@ class LibraryBackbone(Backbone):
     """A RetinaNet or segmentation backbone: Model Garden's one-of, or a library model.
 
     ``type: resnet`` or ``mobilenet`` (with its block) builds Model Garden's ResNet or
-    MobileNetV1/V2 with transformers; ``type`` unset builds the library model ``name``
-    names, or the task's small built-in backbone when ``name`` is empty.
+    MobileNetV1/V2 with transformers (RetinaNet's; a task's subclass may build others);
+    ``type`` unset builds the library model ``name`` names, or the task's small built-in
+    backbone when ``name`` is empty.
     """
+
+    PYRAMID_TYPES: ClassVar[tuple[str, ...]] = ("resnet", "mobilenet")
+    """The one-of types built as a multi-level backbone by this task."""
 
     name: str = ""
     """``library/model`` when ``type`` is unset (``transformers/resnet``, ``timm/resnet18``);
@@ -140,18 +136,15 @@ class LibraryBackbone(Backbone):
     def _export_names(self) -> list[str]:
         return [*super()._export_names(), *_LIBRARY_KEYS]
 
-    def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
-        super().screen(data, prefix)
-        kind = data.get("type")
-        if isinstance(kind, str) and kind in super().alternatives() and kind not in _PYRAMIDS:
-            raise _no_pyramid(f"{prefix}.type", kind)
-
     def check(self) -> None:
         super().check()
         if self.type is None:
             LibraryModelConfig.check(self)  # type: ignore[arg-type]
-        elif self.type not in _PYRAMIDS:
-            raise _no_pyramid(self.field_path("type"), self.type)
+        elif self.type not in self.PYRAMID_TYPES:
+            key = self.field_path("type")
+            raise ConfigError(f"{key}: {self.type!r} has no multi-level (feature pyramid) "
+                              f"backbone in transformers here; use "
+                              f"{' or '.join(self.PYRAMID_TYPES)}", key=key)
         elif self.name or self.library_config:
             key = self.field_path("name")
             raise ConfigError(f"{key} ({self.name!r}) and type ({self.type!r}) both name the "

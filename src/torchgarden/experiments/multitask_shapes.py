@@ -20,6 +20,7 @@ from torchgarden.config.multitask import (
     TaskRoutine,
 )
 from torchgarden.experiments._presets import adam_cosine_trainer
+from torchgarden.experiments.segmentation_blocks import SegmentationEvaluationConfig
 from torchgarden.experiments.semantic_segmentation import (
     SegmentationDataConfig,
     SegmentationModelConfig,
@@ -54,6 +55,7 @@ def _shapes_task(task: type[SemanticSegmentationConfig]) -> SemanticSegmentation
             aug_scale_max=1.25, color_jitter=0.1),
         validation_data=SegmentationDataConfig(
             is_training=False, global_batch_size=32, split="validation", drop_remainder=False),
+        evaluation=SegmentationEvaluationConfig(report_train_mean_iou=False),
     )
 
 

@@ -42,7 +42,7 @@ from torchgarden.experiments.retinanet_blocks import (
     RetinaNetHeadConfig,
 )
 from torchgarden.experiments.semantic_segmentation import GeneratedShapesConfig
-from torchgarden.models.backbones import NormActivation, check_activation
+from torchgarden.models.activations import NormActivation, check_activation
 from torchgarden.registry import register_experiment
 
 __all__ = [

@@ -20,6 +20,7 @@ channel, per-pixel class ids; 255 = ignored).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -31,15 +32,22 @@ from torchgarden.config import (
     TaskConfig,
 )
 from torchgarden.config.errors import ConfigError, choose, require
-from torchgarden.config.notices import ModelGardenKey, ignored
+from torchgarden.config.notices import ModelGardenKey, ignored, mapped
 from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import auto_source, check_source
 from torchgarden.experiments.library_model import LibraryBackbone
+from torchgarden.experiments.segmentation_blocks import (
+    SegmentationDecoder,
+    SegmentationEvaluationConfig,
+    SegmentationHeadConfig,
+    SegmentationLossConfig,
+)
 from torchgarden.models.backbones import NormActivation
 from torchgarden.registry import register_experiment
 
 __all__ = [
     "GeneratedShapesConfig",
+    "SegmentationBackbone",
     "SegmentationDataConfig",
     "SegmentationModelConfig",
     "SemanticSegmentationConfig",
@@ -172,42 +180,111 @@ class SegmentationDataConfig(DataConfig):
 
 
 @dataclasses.dataclass
+class SegmentationBackbone(LibraryBackbone):
+    """A segmentation backbone: Model Garden's one-of (``resnet``, ``dilated_resnet``,
+    ``mobilenet``, built by transformers), a library model by ``name``, or neither (the
+    built-in encoder-decoder)."""
+
+    PYRAMID_TYPES: ClassVar[tuple[str, ...]] = ("resnet", "dilated_resnet", "mobilenet")
+
+    def levels(self) -> list[int]:
+        """The feature levels the Model Garden backbone returns."""
+        if self.type == "dilated_resnet":
+            return list(range(2, min(int(math.log2(self.dilated_resnet.output_stride)), 5) + 1))
+        if self.type == "mobilenet":
+            return list(range(2, int(math.log2(self.mobilenet.output_stride or 32)) + 1))
+        return [2, 3, 4, 5]
+
+
+@dataclasses.dataclass
 class SegmentationModelConfig(Config):
-    """The encoder-decoder network."""
+    """The network: Model Garden's backbone, decoder and head (`torchgarden.vision.deeplab`)
+    when ``backbone.type`` is set; else a library backbone under a semantic-FPN head
+    (``backbone.name``) or the built-in encoder-decoder of ``widths``."""
 
     num_classes: int = 4
     """Output classes, background (0) included. Defaults to 4 (background + 3 shapes)."""
-    widths: list[int] = dataclasses.field(default_factory=lambda: [16, 32, 64, 128])
-    """Channels per encoder level, shallow to deep; each level halves the resolution.
-    Defaults to [16, 32, 64, 128]."""
-    stem_stride: int = 2
-    """Stride of the first convolution: 2 runs the network at half resolution and
-    upsamples the logits (about 4x cheaper), 1 keeps full resolution. Defaults to 2."""
-    dropout: float = 0.0
-    """Dropout before the classifier. Defaults to 0.0."""
-    backbone: LibraryBackbone = dataclasses.field(default_factory=LibraryBackbone)
-    """Model Garden's one-of (``type: resnet``, built by transformers) or a model library's
-    backbone by name (``backbone.name: transformers/resnet``), under a semantic-FPN head
-    (`torchgarden.vision.BackboneSegmentationModel`); neither = the built-in
-    encoder-decoder of ``widths``. Defaults to the built-in one."""
+    input_size: list[int | None] = dataclasses.field(default_factory=list)
+    """``[height, width, channels]`` (Model Garden's order; height and width may be null:
+    any size); channels must be 3. [] = RGB of any size. Defaults to []."""
+    min_level: int = 3
+    """Finest level of an ``fpn`` decoder. Defaults to 3."""
+    max_level: int = 6
+    """Coarsest level of an ``fpn`` decoder. Defaults to 6."""
+    backbone: SegmentationBackbone = dataclasses.field(default_factory=SegmentationBackbone)
+    """Model Garden's one-of (``type: resnet | dilated_resnet | mobilenet``), a library
+    backbone by ``name`` (``transformers/resnet``), or neither: the built-in encoder-decoder.
+    Defaults to the built-in one."""
+    decoder: SegmentationDecoder = dataclasses.field(default_factory=SegmentationDecoder)
+    """Decoder of a Model Garden backbone (``identity``, ``aspp``, ``fpn``)."""
+    head: SegmentationHeadConfig = dataclasses.field(default_factory=SegmentationHeadConfig)
+    """Segmentation head of a Model Garden backbone."""
+    mask_scoring_head: dict[str, Any] | None = None
+    """Model Garden's mask-scoring head; only null (none) is built. Defaults to None."""
     norm_activation: NormActivation = dataclasses.field(
         default_factory=lambda: NormActivation(norm_momentum=0.9, norm_epsilon=1e-5,
                                                use_sync_bn=False))
-    """Batch norm of the whole model (and a Model Garden ResNet's activation). Defaults to
-    torch's batch norm (momentum 0.9 in Keras' terms, epsilon 1e-5)."""
+    """Batch norm of the whole model, activation of a Model Garden backbone, decoder and head.
+    Defaults to torch's batch norm (momentum 0.9 in Keras' terms, epsilon 1e-5)."""
+    widths: list[int] = dataclasses.field(default_factory=lambda: [16, 32, 64, 128])
+    """(torchgarden, built-in model) Channels per encoder level, shallow to deep; each level
+    halves the resolution. Defaults to [16, 32, 64, 128]."""
+    stem_stride: int = 2
+    """(torchgarden, built-in model) Stride of the first convolution: 2 runs the network at
+    half resolution and upsamples the logits, 1 keeps full resolution. Defaults to 2."""
+    dropout: float = 0.0
+    """(torchgarden, built-in and library-backbone models) Dropout before the classifier.
+    Defaults to 0.0."""
 
     def check(self) -> None:
-        if self.stem_stride not in (1, 2):
-            key = self.field_path("stem_stride")
-            raise ConfigError(f"{key} must be 1 or 2, received {self.stem_stride}", key=key)
-        if self.num_classes < 2:
-            key = self.field_path("num_classes")
-            raise ConfigError(
-                f"{key} must be >= 2 (background included), received {self.num_classes}", key=key
-            )
-        if not self.widths or min(self.widths) < 1:
-            key = self.field_path("widths")
-            raise ConfigError(f"{key} must be positive ints, received {self.widths}", key=key)
+        require(self, "stem_stride", self.stem_stride in (1, 2), "1 or 2")
+        require(self, "num_classes", self.num_classes >= 2, ">= 2 (background included)")
+        require(self, "widths", bool(self.widths) and min(self.widths) >= 1, "positive ints")
+        require(self, "mask_scoring_head", self.mask_scoring_head is None,
+                "null (a mask-scoring head is not built)")
+        size = self.input_size
+        require(self, "input_size", not size or (len(size) == 3 and size[2] == 3 and all(
+            v is None or v >= 1 for v in size[:2])), "[] or [height, width, 3] (null: any)")
+        if self.backbone.type is None:
+            for name in ("decoder", "head"):
+                if getattr(self, name) != type(getattr(self, name))():
+                    key = self.field_path(name)
+                    raise ConfigError(f"{key} shapes the model of a Model Garden backbone; set "
+                                      "task.model.backbone.type (e.g. dilated_resnet)", key=key)
+            return
+        self._check_levels()
+
+    def _check_levels(self) -> None:
+        """Levels the decoder and head read exist (Model Garden fails at build otherwise)."""
+        levels = self.backbone.levels()
+        decoder, head = self.decoder, self.head
+        if decoder.type == "aspp":
+            _require_at(self, "decoder.aspp.level", decoder.aspp.level in levels,
+                        f"one of the backbone's levels {levels}")
+            levels_out = [decoder.aspp.level]
+        elif decoder.type == "fpn":
+            _require_at(self, "min_level", self.min_level in levels and
+                        self.min_level <= self.max_level,
+                        f"one of the backbone's levels {levels}, <= max_level")
+            levels_out = list(range(self.min_level, self.max_level + 1))
+        else:
+            levels_out = levels
+        if str(head.level).isdigit():  # else the head's own check names it
+            _require_at(self, "head.level", int(head.level) in levels_out,
+                        f"one of the decoder's levels {levels_out}")
+        if str(head.feature_fusion).startswith("deeplabv3plus") and str(head.low_level).isdigit():
+            _require_at(self, "head.low_level", int(head.low_level) in levels,
+                        f"one of the backbone's levels {levels}")
+
+
+def _require_at(config: Config, dotted: str, ok: bool, requirement: str) -> None:
+    """`require` for a key below ``config`` (sub-configs get their path when checked)."""
+    if not ok:
+        key = config.field_path(dotted)
+        value = config
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        raise ConfigError(f"{key} must be {requirement}, received {value!r}", key=key)
 
 
 @dataclasses.dataclass
@@ -233,6 +310,13 @@ class GeneratedShapesConfig(Config):
 class SemanticSegmentationConfig(TaskConfig):
     """Per-pixel classification with cross-entropy, mean IoU and image summaries."""
 
+    MODEL_GARDEN_KEYS: ClassVar[Mapping[str, ModelGardenKey]] = {
+        "ignore_label": mapped("losses.ignore_label", note="Model Garden's place"),
+        **{name: ignored("TPU spatial partitioning of the input; torch keeps each example on "
+                         "one device") for name in ("train_input_partition_dims",
+                                                    "eval_input_partition_dims")},
+    }
+
     model: SegmentationModelConfig = dataclasses.field(default_factory=SegmentationModelConfig)
     train_data: SegmentationDataConfig = dataclasses.field(
         default_factory=lambda: SegmentationDataConfig(is_training=True)
@@ -245,8 +329,11 @@ class SemanticSegmentationConfig(TaskConfig):
     )
     """Used by a split whose ``input_path`` is empty; ``model.num_classes - 1`` shape
     classes are drawn."""
-    ignore_label: int = 255
-    """Mask value of pixels left out of the loss and the metrics. Defaults to 255."""
+    losses: SegmentationLossConfig = dataclasses.field(default_factory=SegmentationLossConfig)
+    """The loss; its ``ignore_label`` also marks pixels the metrics leave out."""
+    evaluation: SegmentationEvaluationConfig = dataclasses.field(
+        default_factory=SegmentationEvaluationConfig)
+    """What the IoU metric reports (Model Garden's block)."""
     image_mean: list[float] = dataclasses.field(default_factory=lambda: [0.485, 0.456, 0.406])
     """Per-channel mean subtracted from [0, 1] RGB images. Defaults to ImageNet's."""
     image_std: list[float] = dataclasses.field(default_factory=lambda: [0.229, 0.224, 0.225])
@@ -271,12 +358,14 @@ class SemanticSegmentationConfig(TaskConfig):
                 key = self.field_path(f"validation_data.{name + '.' if name else ''}dtype")
                 raise ConfigError(f"{key} ({split.dtype!r}) differs from train_data.dtype "
                                   f"({self.train_data.dtype!r}); set both equal", key=key)
-        if self.ignore_label < self.model.num_classes:
-            key = self.field_path("ignore_label")
-            raise ConfigError(
-                f"{key} ({self.ignore_label}) must be >= model.num_classes "
-                f"({self.model.num_classes}); 255 is the usual choice", key=key,
-            )
+        ignore = self.losses.ignore_label
+        if ignore < self.model.num_classes:
+            key = self.field_path("losses.ignore_label")
+            raise ConfigError(f"{key} ({ignore}) must be >= model.num_classes "
+                              f"({self.model.num_classes}); 255 is the usual choice", key=key)
+        weights = self.losses.class_weights
+        _require_at(self, "losses.class_weights", not weights or len(weights) ==
+                    self.model.num_classes, f"[] or {self.model.num_classes} weights (num_classes)")
         if self.num_image_summaries < 1:
             key = self.field_path("num_image_summaries")
             raise ConfigError(
@@ -298,6 +387,7 @@ def semantic_segmentation() -> ExperimentConfig:
                 is_training=False, global_batch_size=32, split="validation",
                 drop_remainder=False,
             ),
+            evaluation=SegmentationEvaluationConfig(report_train_mean_iou=False),
         ),
         trainer=adam_cosine_trainer(
             train_steps=2000, steps_per_loop=50, learning_rate=3e-3, warmup_steps=30,

@@ -19,6 +19,7 @@ This module is torch-free.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -26,11 +27,12 @@ from typing import Any
 from torchgarden.config import Config
 from torchgarden.config.errors import ConfigError, not_one_of
 from torchgarden.config.oneof import OneOfConfig
-from torchgarden.models.activations import ACTIVATIONS, TORCH_ACTIVATIONS
+from torchgarden.models.activations import ACTIVATIONS, NormActivation
 
 __all__ = [
     "ACTIVATIONS",
     "Backbone",
+    "DilatedResNet",
     "EfficientNet",
     "KERNEL_INITIALIZER_NAMES",
     "MobileNet",
@@ -38,7 +40,6 @@ __all__ = [
     "RESNET_SPECS",
     "ResNet",
     "Transformer",
-    "check_activation",
     "VIT_SPECS",
     "VisionTransformer",
 ]
@@ -80,37 +81,6 @@ _TRANSFORMERS_MOBILENETS = "transformers builds MobileNetV1 and MobileNetV2 only
 def _refusal(key: str, value: object, needs: str, why: str) -> ConfigError:
     return ConfigError(f"{key}: {value!r} needs {needs}, which no installed library builds "
                        f"({why})", key=key)
-
-
-@dataclasses.dataclass
-class NormActivation(Config):
-    """Normalisation and activation of the backbone's layers (Model Garden's common block)."""
-
-    activation: str = "relu"
-    """Model Garden's activation name (``relu``, ``relu6``, ``swish``, ``hard_swish``, ``gelu``,
-    ...: `TORCH_ACTIVATIONS`) of the ResNet and EfficientNet backbones and of RetinaNet's FPN
-    and head; MobileNet keeps its own (relu6) and ViT its GELU, as in Model Garden.
-    Defaults to relu."""
-    use_sync_bn: bool = True
-    """Batch statistics over all replicas (``torch.nn.SyncBatchNorm`` when the run has more
-    than one process). Defaults to True (Model Garden's default; its classification model
-    sets False)."""
-    norm_momentum: float = 0.99
-    """Keras' moving-average momentum of batch norm: the running statistics keep this
-    fraction (torch's ``momentum`` is ``1 - norm_momentum``). Defaults to 0.99."""
-    norm_epsilon: float = 0.001
-    """Added to the variance in batch norm. Defaults to 0.001."""
-
-    def check(self) -> None:
-        if self.activation not in TORCH_ACTIVATIONS:
-            raise not_one_of(self.field_path("activation"), self.activation,
-                             tuple(TORCH_ACTIVATIONS))
-        if not 0.0 <= self.norm_momentum <= 1.0:
-            key = self.field_path("norm_momentum")
-            raise ConfigError(f"{key} must be in [0, 1], received {self.norm_momentum}", key=key)
-        if self.norm_epsilon <= 0:
-            key = self.field_path("norm_epsilon")
-            raise ConfigError(f"{key} must be > 0, received {self.norm_epsilon}", key=key)
 
 
 @dataclasses.dataclass
@@ -158,6 +128,50 @@ class ResNet(Config):
         if self.depth_multiplier <= 0:
             raise ConfigError(f"{key}.depth_multiplier must be > 0, received "
                               f"{self.depth_multiplier}", key=f"{key}.depth_multiplier")
+
+
+@dataclasses.dataclass
+class DilatedResNet(Config):
+    """Model Garden's DeepLab ResNet: transformers' ResNet, dilated past ``output_stride``."""
+
+    model_id: int = 50
+    """Depth: 50, 101, 152 or 200 (bottleneck blocks). Defaults to 50."""
+    output_stride: int = 16
+    """4, 8, 16 or 32: later stages dilate by 2, 4, ... instead of striding. Defaults to 16."""
+    multigrid: list[int] | None = None
+    """Factors of the last stage's dilation, one per block (e.g. [1, 2, 4]). Defaults to None."""
+    stem_type: str = "v0"
+    """``v0``: a 7x7 convolution; ``v1``: three 3x3 ones (64, 64, 128). Defaults to v0."""
+    last_stage_repeats: int = 1
+    """Copies of the last stage, each dilated twice as much as the one before. Defaults to 1."""
+    se_ratio: float = 0.0
+    """Squeeze-and-excitation ratio; only 0 (none) is built. Defaults to 0.0."""
+    stochastic_depth_drop_rate: float = 0.0
+    """Stochastic depth of the last stage; stage ``i`` drops each block's residual branch with
+    probability ``rate * (i + 2) / (4 + last_stage_repeats)``. Defaults to 0.0."""
+    resnetd_shortcut: bool = False
+    """ResNet-D shortcuts; only False is built. Defaults to False."""
+    replace_stem_max_pool: bool = False
+    """A strided 3x3 convolution (64 filters) instead of the stem's max pool. Defaults to False."""
+
+    def refuse(self, key: str) -> None:
+        """Raises for an option that cannot be built (``key``: this block)."""
+        for name, valid in (("model_id", (50, 101, 152, 200)),
+                            ("output_stride", (4, 8, 16, 32)), ("stem_type", ("v0", "v1"))):
+            if getattr(self, name) not in valid:
+                raise not_one_of(f"{key}.{name}", getattr(self, name), tuple(map(str, valid)))
+        why = "transformers' ResNet has none"
+        _raise_first(key, self, [
+            ("se_ratio", self.se_ratio > 0, "a squeeze-and-excitation ResNet", why),
+            ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why)])
+        grid = self.multigrid
+        for name, bad, requirement in (  # every model_id's last stage has 3 blocks
+                ("multigrid", grid is not None and (len(grid) != 3 or min(grid) < 1),
+                 "None or 3 factors >= 1 (one per block of the last stage)"),
+                ("last_stage_repeats", self.last_stage_repeats < 1, ">= 1")):
+            if bad:
+                raise ConfigError(f"{key}.{name} must be {requirement}, received "
+                                  f"{getattr(self, name)!r}", key=f"{key}.{name}")
 
 
 @dataclasses.dataclass
@@ -314,49 +328,27 @@ def _raise_first(key: str, block: Config,
 
 #: Model Garden backbone families no installed library builds.
 _UNBUILT: dict[str, str] = {
-    "dilated_resnet": "a dilated ResNet (DeepLab's)",
-    "revnet": "a reversible ResNet (RevNet)",
-    "spinenet": "SpineNet",
-    "spinenet_mobile": "mobile SpineNet",
-    "mobiledet": "MobileDet",
-    "resnet_3d": "a 3-D ResNet (Model Garden's video classification)",
-    "resnet_3d_rs": "a 3-D ResNet-RS (Model Garden's video classification)",
-    "movinet": "MoViNet (Model Garden's video classification)",
-}
-_BUILT_TYPES = "transformers builds resnet, vit, mobilenet and efficientnet"
-
-
-def check_activation(backbone_type: str | None, activation: str, key: str) -> None:
-    """Refuses an activation the ``backbone_type`` backbone has no ``hidden_act`` for in
-    transformers (``hard_swish`` in a ResNet); MobileNet and ViT keep their own activation,
-    as in Model Garden, so any name is read the same there.
-
-    Args:
-        backbone_type: ``task.model.backbone.type``.
-        activation: ``norm_activation.activation``.
-        key: The dotted key of ``activation``, named in the error.
-    """
-    if backbone_type in ("resnet", "efficientnet") and activation in TORCH_ACTIVATIONS \
-            and activation not in ACTIVATIONS:
-        raise _refusal(key, activation, f"a {backbone_type} backbone with {activation}",
-                       f"transformers' {backbone_type} has no {activation} hidden_act")
+    "revnet": "a reversible ResNet (RevNet)", "spinenet": "SpineNet",
+    "spinenet_mobile": "mobile SpineNet", "mobiledet": "MobileDet",
+    "resnet_3d": "a 3-D ResNet (video classification)",
+    "resnet_3d_rs": "a 3-D ResNet-RS (video classification)",
+    "movinet": "MoViNet (video classification)"}
+_BUILT_TYPES = "transformers builds resnet, dilated_resnet, vit, mobilenet and efficientnet"
 
 
 @dataclasses.dataclass
 class Backbone(OneOfConfig):
     """Model Garden's backbone one-of: ``type`` names the block in use.
 
-    ``resnet``, ``vit``, ``mobilenet`` (V1, V2) and ``efficientnet`` are built by
-    transformers; ``dilated_resnet``, ``revnet``, ``spinenet``, ``spinenet_mobile`` and
-    ``mobiledet`` are refused in one line by `check`.
-    """
+    ``resnet``, ``dilated_resnet``, ``vit``, ``mobilenet`` (V1, V2) and ``efficientnet`` are
+    built by transformers; the other families are refused in one line by `check`."""
 
     type: str | None = None
     """The backbone in use: one of the fields below. Defaults to None."""
     resnet: ResNet = dataclasses.field(default_factory=ResNet)
     """ResNet options."""
-    dilated_resnet: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Dilated ResNet options (the type is refused, so they are not read)."""
+    dilated_resnet: DilatedResNet = dataclasses.field(default_factory=DilatedResNet)
+    """DeepLab's dilated ResNet options."""
     revnet: dict[str, Any] = dataclasses.field(default_factory=dict)
     """RevNet options (the type is refused, so they are not read)."""
     efficientnet: EfficientNet = dataclasses.field(default_factory=EfficientNet)
@@ -373,28 +365,18 @@ class Backbone(OneOfConfig):
     """Vision Transformer options."""
 
     def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
-        """Refuses a family no library builds, when ``data`` (an override) chooses it, before
-        anything else of the override is read."""
-        kind = data.get("type", self.type)
-        if "type" in data and isinstance(kind, str) and kind in _UNBUILT:
-            raise _refusal(f"{prefix}.type", kind, _UNBUILT[kind], _BUILT_TYPES)
-        block = data.get("mobilenet")
-        model_id = data.get("mobilenet.model_id", self.mobilenet.model_id)
-        if isinstance(block, Mapping):
-            model_id = block.get("model_id", model_id)
-        chosen = "type" in data or model_id != self.mobilenet.model_id
-        if kind == "mobilenet" and chosen and isinstance(model_id, str) \
-                and model_id not in _MOBILENETS:
-            raise _refusal(f"{prefix}.mobilenet.model_id", model_id, f"a {model_id}",
-                           _TRANSFORMERS_MOBILENETS)
+        """Refuses a backbone no library builds (a family, a MobileNet version, an option) that
+        ``data`` (a file) chooses, before anything else of the file is read."""
+        trial = copy.deepcopy(self)
+        trial._apply(data, strict=True, prefix=prefix)
+        trial._validate(prefix)
 
     def check(self) -> None:
         if self.type is None:
             return
-        key = self.field_path(self.type)
         if self.type in _UNBUILT:
             raise _refusal(self.field_path("type"), self.type, _UNBUILT[self.type],
                            _BUILT_TYPES)
         refuse = getattr(self.get(), "refuse", None)
         if refuse is not None:
-            refuse(key)
+            refuse(self.field_path(self.type))

@@ -21,30 +21,31 @@ Example:
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 
+from torchgarden.models.activations import check_activation, follow_activation
 from torchgarden.models.backbones import (
-    ACTIVATIONS,
     EFFICIENTNET_SPECS,
     RESNET_SPECS,
     Backbone,
     NormActivation,
-    check_activation,
 )
+from torchgarden.models.dilated_resnet import dilate_resnet, dilated_resnet_settings
 from torchgarden.models.names import require_library
 from torchgarden.models.transformers_models import transformers_config
 
 __all__ = ["GardenBackbone", "GardenClassifier", "build_garden_backbone", "build_pyramid_backbone",
-           "library_settings", "mobilenet_levels", "with_norm"]
+           "library_settings", "with_norm"]
 
 #: Backbone type (MobileNet: model_id) -> transformers model type and base model class.
 _MODELS: dict[str, tuple[str, str]] = {
     "resnet": ("resnet", "ResNetModel"),
+    "dilated_resnet": ("resnet", "ResNetModel"),
     "vit": ("vit", "ViTModel"),
     "MobileNetV1": ("mobilenet_v1", "MobileNetV1Model"),
     "MobileNetV2": ("mobilenet_v2", "MobileNetV2Model"),
@@ -64,9 +65,7 @@ def library_settings(backbone: Backbone, norm_activation: NormActivation, *,
     """
     height, width, channels = (int(v) for v in input_size)
     block = backbone.get()
-    check_activation(backbone.type, norm_activation.activation,
-                     "task.model.norm_activation.activation")
-    activation = ACTIVATIONS.get(norm_activation.activation, "relu6")  # MobileNet, ViT: unused
+    activation = check_activation(backbone.type, norm_activation.activation)
     if backbone.type == "resnet":
         kind, depths = RESNET_SPECS[block.model_id]
         widths = [int(w * block.depth_multiplier) for w in (64, 128, 256, 512)]
@@ -75,6 +74,8 @@ def library_settings(backbone: Backbone, norm_activation: NormActivation, *,
             "hidden_sizes": [w * 4 for w in widths] if kind == "bottleneck" else widths,
             "embedding_size": int(64 * (block.depth_multiplier if block.scale_stem else 1.0)),
             "num_channels": channels}
+    if backbone.type == "dilated_resnet":
+        return "resnet", dilated_resnet_settings(block, activation, channels=channels)
     if backbone.type == "vit":
         hidden, patch, mlp_dim, heads, layers = block.sizes()
         return "vit", {
@@ -139,7 +140,8 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
     """Builds a Model Garden backbone with transformers (random weights).
 
     Args:
-        backbone: The checked one-of (``type`` resnet, vit, mobilenet or efficientnet).
+        backbone: The checked one-of (``type`` resnet, dilated_resnet, vit, mobilenet or
+            efficientnet).
         norm_activation: Activation, batch norm momentum/epsilon, sync batch norm.
         input_size: ``[height, width, channels]``.
         key: The config key named in errors.
@@ -154,11 +156,15 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
         _add_stochastic_depth(model, backbone.vit.init_stochastic_depth_rate, key=key)
         features = backbone.vit.representation_size or config.hidden_size
     else:
-        model = with_norm(cls(config), norm_activation)
+        model = cls(config)
+        if backbone.type == "dilated_resnet":
+            dilate_resnet(model, backbone.dilated_resnet, activation=config.hidden_act)
+        model = with_norm(model, norm_activation)
         features = _last_width(model)
-        if backbone.type == "resnet":
-            _resnet_activation(model, config.hidden_act)
-            _add_resnet_stochastic_depth(model, backbone.resnet.stochastic_depth_drop_rate)
+        if backbone.type in ("resnet", "dilated_resnet"):
+            follow_activation(model, config.hidden_act)
+            _add_resnet_stochastic_depth(model, backbone.get().stochastic_depth_drop_rate,
+                                         len(model.encoder.stages))
     return GardenBackbone(model, kind=backbone.type or "", num_features=features)
 
 
@@ -174,25 +180,35 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
 
     Args:
         backbone: A checked ``LibraryBackbone``: ``type: resnet`` builds Model Garden's
-            ResNet (transformers ``ResNetBackbone``, levels 2..5), ``type: mobilenet`` its
-            MobileNetV1/V2 (`mobilenet_levels`); unset ``type`` with a ``name`` builds that
-            library model; neither gives None (the task's built-in).
-        norm_activation: Activation and batch norm of Model Garden's ResNet.
+            ResNet (transformers ``ResNetBackbone``, levels 2..5), ``dilated_resnet`` its
+            DeepLab ResNet, ``mobilenet`` a transformers MobileNet (every block's output);
+            unset ``type`` with a ``name`` builds that library model; neither gives None
+            (the task's built-in).
+        norm_activation: Activation and batch norm of Model Garden's backbones.
         in_channels: Input channels. Defaults to 3.
         key: The config key named in errors.
     """
     from torchgarden.models.library import build_backbone
 
-    if backbone.type == "mobilenet":
-        return mobilenet_levels(backbone, in_channels=in_channels, key=key)
-    if backbone.type == "resnet":
-        _, settings = library_settings(backbone, norm_activation,
-                                       input_size=(64, 64, in_channels))
+    kind, block = backbone.type, backbone.get() if backbone.type else None
+    if kind == "mobilenet":
+        return _mobilenet_levels(backbone, norm_activation, in_channels=in_channels, key=key)
+    if kind in ("resnet", "dilated_resnet"):
+        activation = check_activation(kind, norm_activation.activation)
+        if kind == "resnet":
+            _, settings = library_settings(backbone, norm_activation,
+                                           input_size=(64, 64, in_channels))
+            prepare, stages = None, 4
+        else:
+            settings = dilated_resnet_settings(block, activation, channels=in_channels)
+            prepare, stages = partial(dilate_resnet, block=block, activation=activation), \
+                len(settings["depths"])
         built = build_backbone("transformers/resnet", in_channels=in_channels,
                                settings=settings, pretrained_path=backbone.pretrained_path,
-                               ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key)
-        _resnet_activation(built.model, settings["hidden_act"])
-        _add_resnet_stochastic_depth(built.model, backbone.resnet.stochastic_depth_drop_rate)
+                               ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key,
+                               prepare=prepare)
+        follow_activation(built.model, activation)
+        _add_resnet_stochastic_depth(built.model, block.stochastic_depth_drop_rate, stages)
         return built
     if backbone.name:
         return build_backbone(backbone.name, in_channels=in_channels,
@@ -202,29 +218,23 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
     return None
 
 
-def mobilenet_levels(backbone: Any, *, in_channels: int = 3,
-                     key: str = "task.model.backbone") -> nn.Module:
-    """Model Garden's MobileNetV1/V2 as ``images -> {str(level): map}`` (transformers'
-    ``MobileNetV*Model``, random weights or ``backbone.pretrained_path``).
-
-    A level's map is the output of its last block, Model Garden's endpoints (MobileNetV2:
-    24, 32, 96 and 320 channels at levels 2..5); the final 1x1 convolution (1280) runs, as
-    in Model Garden, but feeds no level. Blocks keep their own relu6, as in Model Garden.
-    """
+def _mobilenet_levels(backbone: Backbone, norm_activation: NormActivation, *,
+                      in_channels: int, key: str) -> nn.Module:
+    """A transformers MobileNet as ``{str(level): map}``: each stride's last block output,
+    Model Garden's endpoints (its final 1x1 conv runs but is no endpoint, `output_specs`)."""
     from torchgarden.models.adapters import FeatureLevels
     from torchgarden.models.weights import load_pretrained
 
-    model_type, settings = library_settings(backbone, NormActivation(),
+    model_type, settings = library_settings(backbone, norm_activation,
                                             input_size=(64, 64, in_channels))
     config = transformers_config(model_type, {**settings, "output_hidden_states": True},
                                  key=key)
     cls = getattr(require_library("transformers"), _MODELS[backbone.mobilenet.model_id][1])
     model = cls(config, add_pooling_layer=False)
     if backbone.pretrained_path:
-        load_pretrained(model, backbone.pretrained_path,
-                        ignore_mismatched_sizes=backbone.ignore_mismatched_sizes,
-                        key=f"{key}.pretrained_path")
-    return FeatureLevels(model, operator.attrgetter("hidden_states"), in_channels=in_channels)
+        load_pretrained(model, backbone.pretrained_path, key=f"{key}.pretrained_path",
+                        ignore_mismatched_sizes=backbone.ignore_mismatched_sizes)
+    return FeatureLevels(model, lambda out: out.hidden_states, in_channels=in_channels)
 
 
 def with_norm(model: nn.Module, norm: NormActivation) -> nn.Module:
@@ -320,26 +330,16 @@ def _add_stochastic_depth(model: nn.Module, rate: float, *, key: str) -> None:
         block.dropout = DropoutDropPath(block.dropout, rate * (i + 1) / len(blocks))
 
 
-def _resnet_activation(model: nn.Module, hidden_act: str) -> None:
-    """transformers' ResNet applies ``hidden_act`` at the stem and the end of each block, its
-    other convs are ReLU; Model Garden's applies its activation after every one: those ReLUs
-    become ``hidden_act`` too (no weights change)."""
-    if hidden_act != "relu":
-        activations = require_library("transformers").activations
-        for module in model.modules():
-            if type(getattr(module, "activation", None)) is nn.ReLU:
-                module.activation = activations.ACT2FN[hidden_act]
-
-
-def _add_resnet_stochastic_depth(model: nn.Module, rate: float) -> None:
-    """Stochastic depth ``rate * (i + 2) / 5`` in stage ``i`` (Model Garden's ResNet), on each
+def _add_resnet_stochastic_depth(model: nn.Module, rate: float, stages: int = 4) -> None:
+    """Stochastic depth ``rate * (i + 2) / (stages + 1)`` in stage ``i`` of ``stages``
+    (Model Garden's ResNet and dilated ResNet), on each
     block's residual branch after its last batch norm, before the shortcut is added. The drop
     is appended to the block's ``nn.Sequential``, so state-dict keys do not change."""
     if not rate:
         return
     for i, stage in enumerate(model.encoder.stages):
         for block in stage.layers:
-            block.layer.append(DropoutDropPath(nn.Identity(), rate * (i + 2) / 5))
+            block.layer.append(DropoutDropPath(nn.Identity(), rate * (i + 2) / (stages + 1)))
 
 
 def _init_vit(model: nn.Module, *, original: bool) -> None:

@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -154,8 +154,8 @@ def _check_runs(model: nn.Module, input_shape: tuple[int, ...], output_shape: tu
 
 def build_backbone(name: str, *, in_channels: int = 3,
                    settings: Mapping[str, Any] | None = None, pretrained_path: str = "",
-                   ignore_mismatched_sizes: bool = False, key: str = "task.model.backbone"
-                   ) -> FeatureLevels:
+                   ignore_mismatched_sizes: bool = False, key: str = "task.model.backbone",
+                   prepare: Callable[[nn.Module], None] | None = None) -> FeatureLevels:
     """A feature backbone from a model library: ``images -> {str(level): map}``.
 
     Every stage is returned, keyed by its level (``log2`` of its stride: a ResNet's
@@ -168,6 +168,8 @@ def build_backbone(name: str, *, in_channels: int = 3,
         pretrained_path: Local weights of the backbone. Defaults to "" (random).
         ignore_mismatched_sizes: As in `build_image_classifier`. Defaults to False.
         key: The config section named in errors.
+        prepare: Changes the library model in place before weights are loaded and levels
+            measured (Model Garden's dilated ResNet). Defaults to None.
     """
     parsed = parse_model_name(name, key=f"{key}.name")
     settings = dict(settings or {})
@@ -188,6 +190,8 @@ def build_backbone(name: str, *, in_channels: int = 3,
         model = torchvision_feature_maps(build_torchvision(parsed.model, num_classes=None,
                                                            settings=settings, key=key))
         maps = _dict_values
+    if prepare is not None:
+        prepare(model)
     model = _maybe_load(model, pretrained_path, ignore_mismatched_sizes, key)
     return FeatureLevels(model, maps, in_channels=in_channels)
 

@@ -68,6 +68,7 @@ from torch import nn
 
 from torchgarden.optim._config_access import OPTIMIZATION_PATH, selected
 from torchgarden.optim.clipping import add_gradient_clipping
+from torchgarden.optim.eager_dynamo import defer_dynamo_import
 from torchgarden.optim.keras_rules import keras_rule
 from torchgarden.optim.learning_rate import build_learning_rate
 from torchgarden.optim.param_groups import ParamGroups, build_param_groups, name_overrides
@@ -281,6 +282,7 @@ def build_optimizer(
         0.1
     """
     kind, sub_config = selected(optimization_config.optimizer, _OPTIMIZER_PATH, _OPTIMIZERS)
+    defer_dynamo_import()
     if lr is None:
         lr = build_learning_rate(optimization_config)(0)
     param_groups = build_param_groups(

@@ -95,6 +95,9 @@ class ShapePresenceTask(SemanticSegmentationTask):
                         metrics: Sequence[Any] | None = None) -> dict[str, Any]:
         return Task.validation_step(self, inputs, model, metrics)
 
+    def inference_step(self, inputs: Any, model: nn.Module) -> Any:
+        return Task.inference_step(self, inputs, model)  # logits per image: nothing to resize
+
     def build_serving_module(self, model: nn.Module) -> Serving:
         return Task.build_serving_module(self, model)
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from torchgarden import data, losses, metrics
+from torchgarden import data, metrics
 from torchgarden.core.serving import Serving
 from torchgarden.core.task import Task, first_validation_data
 from torchgarden.experiments.semantic_segmentation import (
@@ -25,7 +26,9 @@ from torchgarden.tasks.serving import SegmenterServing
 from torchgarden.utils.logs import Logs
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.backbone_segmentation import BackboneSegmentationModel
+from torchgarden.vision.deeplab import build_deeplab
 from torchgarden.vision.segmentation_data import ResizeThenCrop, SegmentationFolderDataset
+from torchgarden.vision.segmentation_loss import segmentation_loss
 from torchgarden.vision.segmentation_model import SegmentationModel
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 
@@ -58,19 +61,23 @@ class ImageBatch(np.ndarray):
 class SegmentationMeanIoU(metrics.MeanIoU):
     """`MeanIoU` whose result also holds pixel accuracy and every class's IoU.
 
-    `result()` is `{name: mean IoU, "pixel_accuracy": ..., "iou": {"class_<k>": ...}}`;
-    the nested dict becomes the TensorBoard subfolder `iou/`.
+    `result()` is `{name: mean IoU, "pixel_accuracy": ..., "iou": {"class_<k>": ...}}`
+    (``iou`` only with `per_class`, Model Garden's ``report_per_class_iou``); the nested
+    dict becomes the TensorBoard subfolder `iou/`.
     """
+
+    def __init__(self, *args: Any, per_class: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_class = per_class
 
     def result(self) -> dict[str, Any]:  # type: ignore[override]
         cm = self.total_cm
-        per_class = self.per_class_iou()
         pixel_accuracy = cm.diagonal().sum() / cm.sum().clamp_min(1)
-        return {
-            self.name: super().result(),
-            "pixel_accuracy": pixel_accuracy,
-            "iou": {f"class_{k}": per_class[k] for k in range(self.num_classes)},
-        }
+        results = {self.name: super().result(), "pixel_accuracy": pixel_accuracy}
+        if self.per_class:
+            per_class = self.per_class_iou()
+            results["iou"] = {f"class_{k}": per_class[k] for k in range(self.num_classes)}
+        return results
 
 
 def _colour(category: int) -> np.ndarray:
@@ -106,6 +113,13 @@ def colorize_overlay(
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
+def _resized(logits: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """Per-pixel ``logits`` at ``size`` (bilinear; unchanged when already there)."""
+    if logits.ndim != 4 or tuple(logits.shape[-2:]) == tuple(size):
+        return logits
+    return F.interpolate(logits, size=tuple(size), mode="bilinear", align_corners=False)
+
+
 @register_task(SemanticSegmentationConfig)
 class SemanticSegmentationTask(Task):
     """Segmentation of image/mask folders (by default generated shapes) with mean IoU.
@@ -118,24 +132,20 @@ class SemanticSegmentationTask(Task):
 
     task_config: SemanticSegmentationConfig
 
-    def __init__(
-        self, params: SemanticSegmentationConfig, logging_dir: str | None = None,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(params, logging_dir=logging_dir, name=name)
-        self._loss_fn = losses.SparseCategoricalCrossentropy(
-            from_logits=True, ignore_index=params.ignore_label
-        )
-
     def build_model(self) -> nn.Module:
+        """Model Garden's backbone + decoder + head (`build_deeplab`) for a ``backbone.type``,
+        a semantic-FPN head on a library ``backbone.name``, else the built-in model."""
         model = self.task_config.model
         backbone = build_pyramid_backbone(model.backbone, model.norm_activation)
-        if backbone is not None:
-            built: nn.Module = BackboneSegmentationModel(backbone, model.num_classes,
-                                                         dropout=model.dropout)
+        if model.backbone.type is not None:
+            built: nn.Module = build_deeplab(model, backbone)
+        elif backbone is not None:
+            built = BackboneSegmentationModel(backbone, model.num_classes, dropout=model.dropout)
         else:
             built = SegmentationModel(model.num_classes, widths=model.widths,
                                       stem_stride=model.stem_stride, dropout=model.dropout)
+        # Conv kernels carry l2_weight_decay, as Model Garden's kernel_regularizer.
+        self._l2_weights = [m.weight for m in built.modules() if isinstance(m, nn.Conv2d)]
         return with_norm(built, model.norm_activation)
 
     # ------------------------------------------------------------------ data
@@ -195,7 +205,7 @@ class SemanticSegmentationTask(Task):
             saturation=jitter,
             mean=config.image_mean,
             std=config.image_std,
-            mask_fill=config.ignore_label,
+            mask_fill=config.losses.ignore_label,
         )
         if not crop:
             return augmentation
@@ -209,7 +219,7 @@ class SemanticSegmentationTask(Task):
 
             record = SegmentationRecord(self.build_augmentation(params),
                                         num_classes=self.task_config.model.num_classes,
-                                        ignore_label=self.task_config.ignore_label)
+                                        ignore_label=self.task_config.losses.ignore_label)
             return build_tfrecord_loader(params, record, input_context=input_context)
         return data.build_dataloader(self.build_dataset(params), params,
                                      input_context=input_context)
@@ -231,7 +241,7 @@ class SemanticSegmentationTask(Task):
             folder / params.mask_subdir,
             num_classes=self.task_config.model.num_classes,
             augment=self.build_augmentation(params),
-            ignore_label=self.task_config.ignore_label,
+            ignore_label=self.task_config.losses.ignore_label,
             preload=params.preload,
         )
         _logger.info("segmentation data: %d pairs from %s", len(dataset), folder)
@@ -243,22 +253,42 @@ class SemanticSegmentationTask(Task):
         self, labels: torch.Tensor, model_outputs: torch.Tensor,
         aux_losses: Sequence[torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Per-pixel cross-entropy averaged over non-ignored pixels, plus `aux_losses`."""
-        loss = self._loss_fn(labels, model_outputs)
+        """Model Garden's segmentation loss (`segmentation_loss`, ``task.losses``), the L2
+        penalty ``l2_weight_decay / 2 * sum(w**2)`` on conv kernels and `aux_losses`, all
+        times ``loss_weight``."""
+        cfg = self.task_config.losses
+        loss = segmentation_loss(
+            model_outputs, labels, ignore_label=cfg.ignore_label,
+            label_smoothing=cfg.label_smoothing, class_weights=cfg.class_weights,
+            top_k_percent_pixels=cfg.top_k_percent_pixels,
+            use_groundtruth_dimension=cfg.use_groundtruth_dimension)
+        if cfg.l2_weight_decay:
+            weights = getattr(self, "_l2_weights", None) or []
+            loss = loss + cfg.l2_weight_decay * 0.5 * sum(w.square().sum() for w in weights)
         if aux_losses:
             loss = loss + torch.stack([a.float() for a in aux_losses]).sum()
-        return loss
+        return loss * cfg.loss_weight
+
+    def inference_step(self, inputs: Any, model: nn.Module) -> torch.Tensor:
+        """Logits resized (bilinear) to the images' size, as Model Garden's evaluation
+        resizes them to the ground truth."""
+        return _resized(model(inputs), inputs.shape[-2:])
 
     def build_metrics(self, training: bool = True) -> list[Any]:
-        if training:
+        """Mean IoU (pixel accuracy, per-class IoUs) for validation, and for training
+        with ``evaluation.report_train_mean_iou``."""
+        config = self.task_config
+        if training and not config.evaluation.report_train_mean_iou:
             return []
-        return [
-            SegmentationMeanIoU(
-                num_classes=self.task_config.model.num_classes,
-                ignore_index=self.task_config.ignore_label,
-                name="mean_iou",
-            )
-        ]
+        return [SegmentationMeanIoU(num_classes=config.model.num_classes,
+                                    ignore_index=config.losses.ignore_label, name="mean_iou",
+                                    per_class=config.evaluation.report_per_class_iou)]
+
+    def process_metrics(self, metrics: Sequence[Any], labels: Any, model_outputs: Any,
+                        **kwargs: Any) -> None:
+        """Updates the metrics with the logits resized to the masks (Model Garden's)."""
+        super().process_metrics(metrics, labels, _resized(model_outputs, labels.shape[-2:]),
+                                **kwargs)
 
     # ------------------------------------------------------------------ evaluation
 
@@ -267,8 +297,9 @@ class SemanticSegmentationTask(Task):
     ) -> Logs:
         """Loss and IoU updates; with image summaries also passes the batch on."""
         features, labels = self.split_inputs(inputs)
-        outputs = self.inference_step(features, model)
-        loss = self.build_losses(labels, outputs, aux_losses=model_losses(model))
+        logits = model(features)
+        loss = self.build_losses(labels, logits, aux_losses=model_losses(model))
+        outputs = _resized(logits, labels.shape[-2:])
         if metrics:
             self.process_metrics(metrics, labels, outputs)
         logs: Logs = {self.loss: loss.detach()}
@@ -301,7 +332,7 @@ class SemanticSegmentationTask(Task):
         labels = torch.cat(aggregated_logs[_LABELS]).numpy()
         predictions = torch.cat(aggregated_logs[_PREDICTIONS]).numpy()
         overlay = {
-            "num_classes": config.model.num_classes, "ignore_label": config.ignore_label
+            "num_classes": config.model.num_classes, "ignore_label": config.losses.ignore_label
         }
         return {
             "image/input": pixels.view(ImageBatch),

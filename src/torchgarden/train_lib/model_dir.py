@@ -4,7 +4,7 @@
 <model_dir>/.torchgarden.lock     held by the one trainer writing here (see run_lock)
 <model_dir>/params.yaml           the resolved config (a file)
 <model_dir>/metrics.jsonl         every summary written, one JSON object per line
-<model_dir>/compile_cache.bin     compiled code of an enable_xla run (compile/cache.py)
+<model_dir>/compile_cache/        compiled code of an enable_xla run (compile/cache.py)
 <model_dir>/ckpt-<step>/          checkpoints
 <model_dir>/train/  validation/   TensorBoard events of the trainer
 <model_dir>/best_ckpt/            the trainer's best-checkpoint export
@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 
+from torchgarden.compile.cache import CACHE_DIR
 from torchgarden.config import ExperimentConfig
 
 #: Written by every run (summary.METRICS_FILE, run_lock.LOCK_FILE; not imported: no cycles).
@@ -81,10 +82,10 @@ def check_model_dir(
     _check_path(model_dir)
     cfg = params.trainer
     if training:
-        files = ("params.yaml", "compile_cache.bin") if params.runtime.enable_xla else (
-            "params.yaml",)
+        files = ("params.yaml",)
         written = (*files, _METRICS_FILE, _LOCK_FILE)
-        dirs = ("train", cfg.validation_summary_subdir, cfg.best_checkpoint_export_subdir)
+        dirs = ("train", cfg.validation_summary_subdir, cfg.best_checkpoint_export_subdir,
+                CACHE_DIR if params.runtime.enable_xla else "")
     else:
         files = ()
         written = tuple(os.path.join(EVAL_SUBDIR, name) for name in (_METRICS_FILE, _LOCK_FILE))

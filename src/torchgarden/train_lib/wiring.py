@@ -18,7 +18,7 @@ from typing import Any
 
 from torchgarden.callbacks import ExportOnBest, RecoveryAction
 from torchgarden.checkpoint import CheckpointManager, CheckpointMismatchError
-from torchgarden.compile.cache import CompileCacheWriter, load_compile_cache
+from torchgarden.compile.cache import use_compile_cache
 from torchgarden.config import ExperimentConfig
 from torchgarden.config.multitask import MultiEvalExperimentConfig
 from torchgarden.core import Task, Trainer
@@ -100,6 +100,8 @@ def build_run(
     training, evaluating = "train" in mode, "eval" in mode or run_post_eval
     task = task or get_task(params.task, logging_dir=model_dir)
     multi_eval = isinstance(params, MultiEvalExperimentConfig)
+    # A restarted compiled run does not compile again.
+    compile_cache = use_compile_cache(model_dir) if params.runtime.enable_xla and training else None
     if trainer is None and isinstance(task, MultiTask):
         trainer = create_multitask_trainer(params, task, train=training, runtime=runtime)
     elif trainer is None:
@@ -108,8 +110,9 @@ def build_run(
     if evaluator is None:
         evaluator = create_evaluator(params, task, trainer, evaluate=evaluating,
                                      model_dir=model_dir)
-    if params.runtime.enable_xla:  # A restarted compiled run does not compile again.
-        load_compile_cache(model_dir)
+    if compile_cache is not None and hasattr(trainer.step_fn, "artifacts_dir"):
+        trainer.step_fn.artifacts_dir = compile_cache
+        trainer.step_fn.save_artifacts = trainer.runtime.is_chief
     manager = build_checkpoint_manager(params, trainer, model_dir)
     resumed = manager.prepare_restore()
     if mode == "eval" and resumed is None and not params.task.init_checkpoint:
@@ -265,8 +268,6 @@ def _run_callbacks(run: Run, params: ExperimentConfig,
     if chief:  # The run lock is held: no other writer.
         manager.remove_leftovers()  # Of a save or delete cut short by a kill.
     recovery, initial = build_recovery(params, trainer, manager, fresh_start=run.resumed is None)
-    compiled = getattr(trainer.step_fn, "guarded_calls", None) is not None
     added = (ConfigWriter(params, run.model_dir) if chief else None,
-             CompileCacheWriter(run.model_dir, trainer.step_fn) if chief and compiled else None,
              build_export_callback(params, run.evaluator, run.model_dir), initial)
     return [*callbacks, *(c for c in added if c is not None)], recovery

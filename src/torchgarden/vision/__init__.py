@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         DetectionCollate,
         collate_detections,
     )
+    from torchgarden.vision.deeplab import ASPP, DeepLabModel, SegmentationHead
     from torchgarden.vision.mixing import MixupAndCutmix, RandomErasing
     from torchgarden.vision.nms import batched_nms
     from torchgarden.vision.retinanet_model import (
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
         flatten_levels,
     )
     from torchgarden.vision.segmentation_data import SegmentationFolderDataset
+    from torchgarden.vision.segmentation_loss import segmentation_loss
     from torchgarden.vision.segmentation_model import SegmentationModel
     from torchgarden.vision.shapes import (
         SHAPE_NAMES,

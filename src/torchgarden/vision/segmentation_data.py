@@ -179,7 +179,8 @@ class ResizeThenCrop:
     The image is resized to ``output_size`` (bilinear, aspect ratio not kept; the mask
     nearest) when one is given, then a ``crop_size`` window at a uniform random offset is
     cut out (``tf.image.random_crop``), then ``augment`` (flip, scale jitter to
-    ``crop_size``, normalization) runs. Draws from torch's global RNG. Picklable.
+    ``crop_size``, normalization) runs. Draws from ``generator`` (a TFRecord example's
+    seeded one), else torch's global RNG. Picklable.
 
     Args:
         crop_size: ``(height, width)`` of the crop.
@@ -191,7 +192,8 @@ class ResizeThenCrop:
                  augment: Augmentation) -> None:
         self.crop_size, self.output_size, self.augment = crop_size, output_size, augment
 
-    def __call__(self, image: torch.Tensor, masks: torch.Tensor) -> Any:
+    def __call__(self, image: torch.Tensor, masks: torch.Tensor, *,
+                 generator: torch.Generator | None = None) -> Any:
         if self.output_size is not None:
             size = tuple(self.output_size)
             image = F.interpolate(image[None], size=size, mode="bilinear",
@@ -203,10 +205,11 @@ class ResizeThenCrop:
             raise ValueError(f"crop_size {list(self.crop_size)} is larger than the "
                              f"{height}x{width} image it crops; lower crop_size or raise "
                              "output_size.")
-        top = int(torch.randint(0, height - ch + 1, ()))
-        left = int(torch.randint(0, width - cw + 1, ()))
+        top = int(torch.randint(0, height - ch + 1, (), generator=generator))
+        left = int(torch.randint(0, width - cw + 1, (), generator=generator))
         image = image[:, top:top + ch, left:left + cw]
-        return self.augment(image, masks=masks[top:top + ch, left:left + cw])
+        return self.augment(image, masks=masks[top:top + ch, left:left + cw],
+                            generator=generator)
 
 
 def _list_images(folder: Path) -> list[Path]:

@@ -47,6 +47,8 @@ def _documented_counts() -> dict[tuple[str, str], int]:
 
 _SPECS = {
     "resnet": lambda m: {"type": "resnet", "resnet": {"model_id": int(m)}},
+    "dilated_resnet": lambda m: {"type": "dilated_resnet", "dilated_resnet": {
+        "model_id": int(m), "output_stride": 8, "multigrid": [1, 2, 4]}},
     "vit": lambda m: {"type": "vit", "vit": {"model_name": m}},
     "mobilenet": lambda m: {"type": "mobilenet", "mobilenet": {"model_id": m}},
     "efficientnet": lambda m: {"type": "efficientnet",
@@ -61,6 +63,9 @@ def test_docs_list_every_family_and_model_gardens_resnet_counts():
     # Model Garden's published ResNet-50 / 101 / 152 sizes (MODEL_GARDEN.md), in millions.
     for model, published in (("34", 21.8), ("50", 25.6), ("101", 44.6), ("152", 60.2)):
         assert round(counts["resnet", model] / 1e6, 1) == published
+    # Dilation turns strides into dilation rates: not one parameter more or less.
+    for model in ("50", "101"):
+        assert counts["dilated_resnet", model] == counts["resnet", model]
 
 
 @pytest.mark.parametrize("kind, model", sorted(_documented_counts()))
@@ -173,7 +178,12 @@ def test_vit_original_init_false_draws_kernels_with_std_002():
     ({"resnet": {"bn_trainable": False}}, "resnet.bn_trainable", "frozen batch norm"),
     ({"resnet": {"model_id": 51}}, "resnet.model_id", "is not one of"),
     ({"type": "spinenet"}, "type", "SpineNet"),
-    ({"type": "dilated_resnet"}, "type", "dilated ResNet"),
+    ({"type": "dilated_resnet", "dilated_resnet": {"se_ratio": 0.25}},
+     "dilated_resnet.se_ratio", "squeeze-and-excitation"),
+    ({"type": "dilated_resnet", "dilated_resnet": {"resnetd_shortcut": True}},
+     "dilated_resnet.resnetd_shortcut", "ResNet-D shortcuts"),
+    ({"type": "dilated_resnet", "dilated_resnet": {"model_id": 34}},
+     "dilated_resnet.model_id", "is not one of"),
     ({"type": "mobilenet", "mobilenet": {"model_id": "MobileNetV3Large"}},
      "mobilenet.model_id", "MobileNetV3Large"),
     ({"type": "efficientnet"}, "efficientnet.se_ratio", "squeeze-and-excitation ratio"),

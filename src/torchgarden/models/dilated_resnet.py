@@ -1,0 +1,79 @@
+"""Model Garden's dilated (DeepLab) ResNet, built from transformers' ResNet.
+
+`dilated_resnet_settings` gives transformers' ``ResNetConfig`` keywords with Model Garden's
+depth for ``model_id`` (the last stage repeated ``last_stage_repeats`` times);
+`dilate_resnet` then changes the built model in place, as Model Garden builds it:
+
+- the ``v1`` stem: three 3x3 convolutions (64 stride 2, 64, 128) instead of one 7x7, and
+  ``replace_stem_max_pool``: a stride-2 3x3 convolution (64) instead of the max pool, both
+  made of transformers' own ``ResNetConvLayer``;
+- every stage past ``log2(output_stride) - 2`` keeps its input's resolution: its strides
+  become 1 and its 3x3 convolutions dilate by 2, 4, ... (one doubling per stage), the blocks
+  of the last stage (and its repeats) times ``multigrid``. With the ``v0`` stem the
+  parameters are those of the undilated network.
+
+Example:
+    >>> block = DilatedResNet(model_id=50, output_stride=16, multigrid=[1, 2, 4])
+    >>> model = transformers.ResNetModel(ResNetConfig(**dilated_resnet_settings(block, "relu")))
+    >>> dilate_resnet(model, block, activation="relu")
+    >>> model(torch.zeros(1, 3, 64, 64)).last_hidden_state.shape[-1]  # stride 16
+    4
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torch import nn
+
+from torchgarden.models.backbones import RESNET_SPECS, DilatedResNet
+
+__all__ = ["dilate_resnet", "dilated_resnet_settings"]
+
+
+def dilated_resnet_settings(block: DilatedResNet, activation: str, *,
+                            channels: int = 3) -> dict[str, Any]:
+    """transformers ``ResNetConfig`` keywords of Model Garden's dilated ResNet ``block``."""
+    _, depths = RESNET_SPECS[block.model_id]
+    depths = [*depths, *[depths[-1]] * (block.last_stage_repeats - 1)]
+    widths = [64, 128, 256, *[512] * (len(depths) - 3)]
+    stem = 64 if block.replace_stem_max_pool or block.stem_type == "v0" else 128
+    return {"layer_type": "bottleneck", "depths": depths, "hidden_act": activation,
+            "hidden_sizes": [w * 4 for w in widths], "embedding_size": stem,
+            "num_channels": channels}
+
+
+def dilate_resnet(model: nn.Module, block: DilatedResNet, *, activation: str) -> None:
+    """Turns a transformers ``ResNetModel``/``ResNetBackbone`` of `dilated_resnet_settings`
+    into Model Garden's dilated ResNet (stem, strides, dilations), in place."""
+    from transformers.models.resnet.modeling_resnet import ResNetConvLayer
+
+    embeddings = model.embedder
+    channels = embeddings.embedder.convolution.in_channels
+    if block.stem_type == "v1":
+        embeddings.embedder = nn.Sequential(
+            ResNetConvLayer(channels, 64, stride=2, activation=activation),
+            ResNetConvLayer(64, 64, activation=activation),
+            ResNetConvLayer(64, 128, activation=activation))
+    if block.replace_stem_max_pool:
+        width = 128 if block.stem_type == "v1" else 64
+        embeddings.pooler = ResNetConvLayer(width, 64, stride=2, activation=activation)
+    init = getattr(model, "_init_weights", None)  # new layers start as the library's do
+    if init is not None and (block.stem_type == "v1" or block.replace_stem_max_pool):
+        embeddings.apply(init)
+    stages = list(model.encoder.stages)
+    normal = int(math.log2(block.output_stride)) - 2  # stages 0..normal keep their strides
+    for i, stage in enumerate(stages[normal + 1:], start=normal + 1):
+        grid = block.multigrid if i >= 3 and block.multigrid else [1] * len(stage.layers)
+        for layer, factor in zip(stage.layers, grid, strict=True):
+            _dilate_layer(layer, 2 ** (i - normal) * factor)
+
+
+def _dilate_layer(layer: nn.Module, rate: int) -> None:
+    """Stride 1 everywhere in ``layer``; its 3x3 convolutions dilate by ``rate``."""
+    for module in layer.modules():
+        if isinstance(module, nn.Conv2d):
+            module.stride = (1, 1)
+            if module.kernel_size == (3, 3):
+                module.dilation, module.padding = (rate, rate), (rate, rate)
