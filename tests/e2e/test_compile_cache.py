@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from torchgarden.compile import CompiledTrainStep
-from torchgarden.compile.cache import CACHE_DIR, load_traced_step, step_key
+from torchgarden.compile.cache import load_traced_step, step_key
+from torchgarden.train_lib.model_dir import COMPILE_CACHE_SUBDIR
 
 RUN = (
     "import json, sys, torch\n"
@@ -46,7 +47,7 @@ def _weights(model_dir, step):
 def test_a_resumed_compiled_run_neither_traces_nor_compiles(tmp_path):
     first, _ = _train(tmp_path / "run", 4)
     assert first["status"] == 0 and first["traced"] == first["compiled"] == 1
-    cache = tmp_path / "run" / CACHE_DIR
+    cache = tmp_path / "run" / COMPILE_CACHE_SUBDIR
     assert len(list(cache.glob("step-*.bin"))) == 1
     # The model_dir copied to a new path: only its files can tell the step.
     shutil.copytree(tmp_path / "run", tmp_path / "moved")

@@ -1,6 +1,6 @@
 """Compile artifacts kept in the model_dir: a restarted compiled run does not compile again.
 
-Under ``<model_dir>/compile_cache/`` (``docs/performance.md``):
+In a directory of the run's own (``<model_dir>/compile_cache/``, ``docs/performance.md``):
 
 * **The traced step** (torch's ahead-of-time ``aot_compile``), ``step-<key>.bin``: what
   Dynamo, AOTAutograd and Inductor made of the step (the generated code included), so a
@@ -35,17 +35,16 @@ import torch
 
 from torchgarden.utils.files import atomic_write_bytes, atomic_write_json
 
-__all__ = ["CACHE_DIR", "load_traced_step", "save_traced_step", "step_key", "use_compile_cache"]
+__all__ = ["load_traced_step", "save_traced_step", "step_key", "use_compile_cache"]
 
-CACHE_DIR = "compile_cache"
 _ISA_FILE = "vec_isa.json"
 _logger = logging.getLogger("torchgarden")
 
 
-def use_compile_cache(model_dir: str) -> str:
-    """``<model_dir>/compile_cache``, where the traced step is kept; trusts the CPU probe
+def use_compile_cache(directory: str) -> str:
+    """The absolute ``directory`` where the traced step is kept; trusts the CPU probe
     recorded there."""
-    directory = os.path.abspath(os.path.join(model_dir, CACHE_DIR))
+    directory = os.path.abspath(directory)
     if platform.machine() in ("x86_64", "AMD64"):
         _trust_recorded_probe(directory)
     return directory

@@ -17,13 +17,13 @@ from __future__ import annotations
 import errno
 import os
 
-from torchgarden.compile.cache import CACHE_DIR
 from torchgarden.config import ExperimentConfig
 
 #: Written by every run (summary.METRICS_FILE, run_lock.LOCK_FILE; not imported: no cycles).
 _METRICS_FILE, _LOCK_FILE = "metrics.jsonl", ".torchgarden.lock"
 
 __all__ = [
+    "COMPILE_CACHE_SUBDIR",
     "EVAL_SUBDIR",
     "ModelDirError",
     "NoCheckpointError",
@@ -34,6 +34,8 @@ __all__ = [
 
 #: Where evaluation jobs write (summaries, best export): never where a trainer writes.
 EVAL_SUBDIR = "eval"
+#: Where a compiled (``runtime.enable_xla``) run keeps its traced step (compile/cache.py).
+COMPILE_CACHE_SUBDIR = "compile_cache"
 
 
 class ModelDirError(ValueError):
@@ -85,7 +87,7 @@ def check_model_dir(
         files = ("params.yaml",)
         written = (*files, _METRICS_FILE, _LOCK_FILE)
         dirs = ("train", cfg.validation_summary_subdir, cfg.best_checkpoint_export_subdir,
-                CACHE_DIR if params.runtime.enable_xla else "")
+                COMPILE_CACHE_SUBDIR if params.runtime.enable_xla else "")
     else:
         files = ()
         written = tuple(os.path.join(EVAL_SUBDIR, name) for name in (_METRICS_FILE, _LOCK_FILE))

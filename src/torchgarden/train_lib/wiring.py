@@ -29,7 +29,7 @@ from torchgarden.runtime import RuntimeContext, seed_host_rngs
 from torchgarden.runtime.preemption import PreemptionWatcher, parse_signals
 from torchgarden.summary import SummaryManagerInterface
 from torchgarden.train_lib.builders import create_trainer
-from torchgarden.train_lib.model_dir import NoCheckpointError
+from torchgarden.train_lib.model_dir import COMPILE_CACHE_SUBDIR, NoCheckpointError
 from torchgarden.train_lib.multitask import create_evaluator, create_multitask_trainer
 from torchgarden.train_lib.observability import build_observers
 from torchgarden.train_lib.recovery import build_recovery
@@ -101,7 +101,8 @@ def build_run(
     task = task or get_task(params.task, logging_dir=model_dir)
     multi_eval = isinstance(params, MultiEvalExperimentConfig)
     # A restarted compiled run does not compile again.
-    compile_cache = use_compile_cache(model_dir) if params.runtime.enable_xla and training else None
+    compile_cache = use_compile_cache(os.path.join(model_dir, COMPILE_CACHE_SUBDIR)) if (
+        params.runtime.enable_xla and training) else None
     if trainer is None and isinstance(task, MultiTask):
         trainer = create_multitask_trainer(params, task, train=training, runtime=runtime)
     elif trainer is None:
