@@ -205,3 +205,12 @@ def test_the_backbone_screen_reads_what_the_command_line_chooses(capsys):
     assert tg.get_experiment("revnet_imagenet").task.model.backbone.type == "revnet"
     line = _refusal(capsys, "config", "--experiment", "revnet_imagenet")
     assert line.startswith("task.model.backbone.type: 'revnet' needs a reversible ResNet")
+
+
+def test_a_later_override_still_changes_the_backbone_a_file_chose(tmp_path, capsys):
+    path = tmp_path / "spinenet.yaml"
+    path.write_text(yaml.safe_dump({"task": {"model": {"backbone": {"type": "spinenet"}}}}))
+    assert main(["config", "--experiment", EXPERIMENT, "--config_file", str(path),
+                 "--params_override", "task.model.backbone.type=resnet"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["task"]["model"]["backbone"]["type"] == \
+        "resnet"
