@@ -202,6 +202,10 @@ def test_the_backbone_screen_reads_what_the_command_line_chooses(capsys):
     line = _refusal(capsys, "config", "--experiment", EXPERIMENT, "--params_override",
                     "task.model.input_size=[320 320],task.model.backbone.type=spinenet")
     assert line.startswith("task.model.backbone.type: 'spinenet' needs SpineNet")
+    line = _refusal(capsys, "config", "--experiment", "image_classification", "--params_override",
+                    "task.model.aggregate_endpoints=false,task.model.backbone.type=resnet_3d_rs")
+    assert line.startswith("task.model.backbone.type: 'resnet_3d_rs' needs a 3-D ResNet-RS "
+                           "(video classification)")
     assert tg.get_experiment("revnet_imagenet").task.model.backbone.type == "revnet"
     line = _refusal(capsys, "config", "--experiment", "revnet_imagenet")
     assert line.startswith("task.model.backbone.type: 'revnet' needs a reversible ResNet")

@@ -367,6 +367,9 @@ class Backbone(OneOfConfig):
     def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
         """Refuses a backbone no library builds (a family, a MobileNet version, an option) that
         ``data`` (a file) chooses, before anything else of the file is read."""
+        kind = data.get("type")
+        if isinstance(kind, str) and kind in _UNBUILT:  # video's types are no alternative
+            raise _refusal(f"{prefix}.type", kind, _UNBUILT[kind], _BUILT_TYPES)
         trial = copy.deepcopy(self)
         trial._apply(data, strict=True, prefix=prefix)
         trial._validate(prefix)
