@@ -42,7 +42,6 @@ def test_old_flat_keys_are_read_as_model_gardens_blocks_with_a_notice():
 @pytest.mark.parametrize("model, key", [
     ({"decoder": {"type": "identity"}}, "task.model.decoder.type"),
     ({"decoder": {"fpn": {"fusion_type": "concat"}}}, "task.model.decoder.fpn.fusion_type"),
-    ({"head": {"use_separable_conv": True}}, "task.model.head.use_separable_conv"),
     ({"head": {"attribute_heads": [{"name": "depth"}]}}, "task.model.head.attribute_heads"),
     ({"detection_generator": {"nms_version": "tflite"}},
      "task.model.detection_generator.nms_version"),
@@ -53,7 +52,11 @@ def test_old_flat_keys_are_read_as_model_gardens_blocks_with_a_notice():
     ({"backbone": {"type": "spinenet"}}, "task.model.backbone.type"),
     ({"backbone": {"type": "resnet", "resnet": {"se_ratio": 0.25}}},
      "task.model.backbone.resnet.se_ratio"),
-    ({"norm_activation": {"activation": "swish"}}, "task.model.norm_activation.activation"),
+    ({"backbone": {"type": "resnet"}, "norm_activation": {"activation": "hard_swish"}},
+     "task.model.norm_activation.activation"),
+    ({"norm_activation": {"activation": "leaky_relu"}}, "task.model.norm_activation.activation"),
+    ({"backbone": {"type": "mobilenet", "mobilenet": {"model_id": "MobileNetV3Large"}}},
+     "task.model.backbone.mobilenet.model_id"),
 ])
 def test_what_torchgardens_retinanet_does_not_build_is_refused(model, key):
     with pytest.raises(ConfigError) as info:

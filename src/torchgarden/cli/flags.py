@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchgarden.modes import MODES
@@ -102,6 +103,54 @@ def parse_configuration(
     return params
 
 
+def _apply_layers(params: ExperimentConfig, files: list[str],
+                  texts: list[str]) -> ExperimentConfig:
+    """Applies each ``--config_file``, then each ``--params_override``, and validates. When that
+    fails, the first refusal is the one that makes the rest moot: a file of a Model Garden
+    family torchgarden does not have (Mask R-CNN, video) names the family, and a backbone no
+    library builds that the layers choose in the end (`Config.screen`) comes before any other
+    key."""
+    from torchgarden.config import ConfigError, load_yaml_file
+    from torchgarden.config.families import unprovided_family
+    from torchgarden.config.overrides import parse_override
+
+    layers = [(path, load_yaml_file(path)) for path in files]
+    layers += [("", parse_override(text)) for text in texts if text]
+    start = params.copy()
+    try:
+        for path, data in layers:
+            try:
+                params.override(data)
+            except ConfigError:
+                family = unprovided_family(path, data) if path else None
+                if family is not None:
+                    raise family from None
+                raise
+        return params.validate()
+    except ConfigError as error:
+        if getattr(error, "family", False):
+            raise
+        merged: dict[str, Any] = {}
+        for _, data in layers:
+            _merge_dotted(merged, data)
+        start.screen(merged)
+        raise
+
+
+def _merge_dotted(into: dict[str, Any], data: Any) -> None:
+    """Merges an override into one nested mapping (dotted keys nested; later values win)."""
+    for key, value in data.items():
+        head, _, rest = str(key).partition(".")
+        value = {rest: value} if rest else value
+        if isinstance(value, Mapping):
+            node = into.get(head)
+            if not isinstance(node, dict):
+                node = into[head] = {}
+            _merge_dotted(node, value)
+        else:
+            into[head] = value
+
+
 def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> ExperimentConfig:
     from torchgarden import registry
     from torchgarden.config import ConfigError, ExperimentConfig, load_yaml_file
@@ -124,12 +173,6 @@ def _build_params(flags: argparse.Namespace | Any, base_file: str | None) -> Exp
         except ConfigError as e:
             message = str(e) if base_file in str(e) else f"{base_file}: {e}"
             raise type(e)(message, key=e.key) from None
-    for path in getattr(flags, "config_file", None) or []:
-        params.override(load_yaml_file(path))
     overrides = getattr(flags, "params_override", None) or []
-    if isinstance(overrides, str):
-        overrides = [overrides]
-    for text in overrides:
-        if text:
-            params.override(text)
-    return params.validate()
+    return _apply_layers(params, list(getattr(flags, "config_file", None) or []),
+                         [overrides] if isinstance(overrides, str) else list(overrides))

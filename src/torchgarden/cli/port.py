@@ -13,16 +13,16 @@ Keys are judged one by one, so one refused key does not hide the others; a key t
 is refused, else 2 (the config is then not printed). Without ``--experiment`` the
 experiment comes from the file: a ``--experiment_type=NAME`` comment (as Model Garden's
 YAMLs carry), a directory named like a registered experiment, else the one experiment whose
-``task`` section takes every ``task`` key of the file. Nothing here imports torch.
+``task`` section takes every ``task`` key of the file. A file of a Model Garden family
+torchgarden does not have (Mask R-CNN, video; `torchgarden.config.families`) is refused in
+one line naming the family. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -61,13 +61,23 @@ def command_port(args: argparse.Namespace) -> int:
     """Prints the resolved config and the key table; 0 if nothing is refused, else 2."""
     from torchgarden import registry
     from torchgarden.config import load_yaml_file
+    from torchgarden.config.families import experiment_types, unprovided_family
 
     for module in args.imports:
         registry.import_user_module(module)
     data = load_yaml_file(args.file)
+    family = unprovided_family(args.file, data)
+    if family is not None and not args.experiment:
+        raise family
     name = args.experiment or experiment_for(args.file, data)
+    named = experiment_types(args.file)
+    over = (f"read over {name}: --experiment_type={named[0]} is not a torchgarden experiment; "
+            "pass --experiment NAME to choose (`torchgarden list`)"
+            if not args.experiment and named and name not in named else "")
     rows, params = classify(registry.get_experiment(name), data)
     refused = [row for row in rows if row.status == "refused"]
+    if family is not None and refused:
+        raise family
     if params is not None and not refused:
         sys.stdout.write(params.to_yaml())
     print(f"# {args.file} over --experiment {name}: "
@@ -79,8 +89,10 @@ def command_port(args: argparse.Namespace) -> int:
     if refused:
         first = refused[0]
         print(f"torchgarden: error: {args.file}: {len(refused)} key(s) refused; first: "
-              f"{first.key}: {first.detail}", file=sys.stderr)
+              f"{first.key}: {first.detail}{f' ({over})' if over else ''}", file=sys.stderr)
         return 2
+    if over:
+        print(f"torchgarden: note: {args.file} {over}", file=sys.stderr)
     return 0
 
 
@@ -186,14 +198,12 @@ def experiment_for(path: str, data: Mapping[str, Any]) -> str:
     """
     from torchgarden import registry
     from torchgarden.config import ConfigError
+    from torchgarden.config.families import experiment_types
 
     names = registry.list_experiments()
-    with contextlib.suppress(OSError):
-        with open(path, encoding="utf-8") as f:
-            named = re.findall(r"--experiment(?:_type)?[= ](\w+)", f.read())
-        for name in named:
-            if name in names:
-                return name
+    for name in experiment_types(path):
+        if name in names:
+            return name
     parts = os.path.normpath(os.path.abspath(path)).split(os.sep)[:-1]
     in_path = [name for name in names if name in parts]
     if len(in_path) == 1:

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import functools
 import numbers
+import re
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, get_args, get_origin
@@ -64,6 +65,9 @@ def _is_classvar(annotation: Any) -> bool:
 
 
 def _mismatch(value: Any, tp: Any, path: str, hint: str = "") -> ConfigError:
+    if not hint and isinstance(value, str) and re.fullmatch(r"[-+.\d]+(\s+[-+.\d]+)+", value):
+        # `[320 320, 3]` in a YAML file: one string where the comma is missing.
+        hint = f"; YAML reads it as one string: is a comma missing ({', '.join(value.split())})?"
     return ConfigTypeError(
         f"{path} expects {format_type(tp)}, received {show(value)}{hint}", key=path
     )

@@ -75,23 +75,17 @@ class Config:
 
     def __delattr__(self, name: str) -> None:
         if name.startswith("_"):
-            object.__delattr__(self, name)
-            return
+            return object.__delattr__(self, name)
         self._refuse_if_locked(f"cannot delete {name!r}")
         if name not in field_types(type(self)):
             raise ConfigKeyError(self._no_field(name), key=name)
         # Model Garden's ParamsDict deletes the key; a typed config keeps every field.
-        raise ConfigKeyError(
-            f"cannot delete {type(self).__name__}.{name}: a config's fields are fixed by its "
-            f"class; assign a value instead (cfg.{name} = ...)",
-            key=name,
-        )
+        raise ConfigKeyError(f"cannot delete {type(self).__name__}.{name}: a config's fields are "
+                             f"fixed by its class; assign a value instead (cfg.{name} = ...)",
+                             key=name)
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when normal lookup fails.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise AttributeError(self._no_field(name))
+    def __getattr__(self, name: str) -> Any:  # only reached when normal lookup fails
+        raise AttributeError(name if name.startswith("_") else self._no_field(name))
 
     def _no_field(self, name: str) -> str:
         names = field_types(type(self))
@@ -103,9 +97,8 @@ class Config:
             raise ConfigError(f"{key or type(self).__name__} is locked; {action}. "
                               "Use .replace(...) to get an unlocked modified copy")
 
-    def _convert(
-        self, name: str, value: Any, *, path: str, current: Any, strict: bool = True
-    ) -> Any:
+    def _convert(self, name: str, value: Any, *, path: str, current: Any,
+                 strict: bool = True) -> Any:
         """Checks and converts a value for field ``name`` (a subclass may check more)."""
         return coerce(value, field_types(type(self))[name], path=path, current=current,
                       strict=strict)
@@ -169,6 +162,14 @@ class Config:
             elif strict:
                 valid = f"; valid keys of {prefix or type(self).__name__}: {', '.join(names)}"
                 raise _unknown_key(key, names, prefix, valid, config=self)
+
+    def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
+        """Refuses what makes the rest of an override ``data`` moot (a model family no library
+        builds) before it is applied, so a file's first refusal is that; changes nothing."""
+        for key, value in _nest_dotted(data, prefix).items():
+            child = getattr(self, key) if key in field_types(type(self)) else None
+            if isinstance(child, Config) and isinstance(value, Mapping):
+                child.screen(value, _join(prefix, key))
 
     def _read_model_garden_keys(self, data: dict[str, Any], prefix: str) -> dict[str, Any]:
         """`data` with this class' Model Garden keys mapped or dropped (each noticed)."""

@@ -40,7 +40,8 @@ from torchgarden.experiments._presets import adam_cosine_trainer
 from torchgarden.experiments._sources import check_source
 from torchgarden.experiments.augmentation import ClassificationAugmentDataConfig
 from torchgarden.experiments.library_model import LibraryModelConfig
-from torchgarden.models.backbones import KERNEL_INITIALIZER_NAMES, Backbone, NormActivation
+from torchgarden.models.activations import NormActivation, check_activation
+from torchgarden.models.backbones import KERNEL_INITIALIZER_NAMES, Backbone
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -190,6 +191,8 @@ class ImageClassificationModelConfig(LibraryModelConfig):
                 f"{key} is [height, width, channels] (Model Garden's order); {self.input_size} "
                 f"reads as {height}-pixel-high images with {channels} channels; did you mean "
                 f"[{width}, {channels}, {height}]?", key=key)
+        check_activation(self.backbone.type, self.norm_activation.activation,
+                         self.field_path("norm_activation.activation"))
         if any(size < 1 for size in self.hidden_sizes):
             raise ConfigError(
                 f"task.model.hidden_sizes must be positive widths, got {self.hidden_sizes}; "

@@ -109,12 +109,13 @@ _LIBRARY_KEYS = ("name", "library_config", "pretrained_path", "ignore_mismatched
 class LibraryBackbone(Backbone):
     """A RetinaNet or segmentation backbone: Model Garden's one-of, or a library model.
 
-    ``type: resnet`` (with its ``resnet`` block) builds Model Garden's ResNet with
-    transformers; ``type`` unset builds the library model ``name`` names, or the task's
-    small built-in backbone when ``name`` is empty.
+    ``type: resnet`` or ``mobilenet`` (with its block) builds Model Garden's ResNet or
+    MobileNetV1/V2 with transformers (RetinaNet's; a task's subclass may build others);
+    ``type`` unset builds the library model ``name`` names, or the task's small built-in
+    backbone when ``name`` is empty.
     """
 
-    PYRAMID_TYPES: ClassVar[tuple[str, ...]] = ("resnet",)
+    PYRAMID_TYPES: ClassVar[tuple[str, ...]] = ("resnet", "mobilenet")
     """The one-of types built as a multi-level backbone by this task."""
 
     name: str = ""

@@ -42,7 +42,7 @@ from torchgarden.experiments.retinanet_blocks import (
     RetinaNetHeadConfig,
 )
 from torchgarden.experiments.semantic_segmentation import GeneratedShapesConfig
-from torchgarden.models.backbones import NormActivation
+from torchgarden.models.activations import NormActivation, check_activation
 from torchgarden.registry import register_experiment
 
 __all__ = [
@@ -189,8 +189,8 @@ class RetinaNetModelConfig(Config):
     anchor: Anchor = dataclasses.field(default_factory=Anchor)
     """Anchors."""
     backbone: LibraryBackbone = dataclasses.field(default_factory=LibraryBackbone)
-    """Model Garden's one-of (``type: resnet``, built by transformers; levels 2..5), a
-    library backbone by ``name`` (``transformers/resnet``) or, with neither, the built-in
+    """Model Garden's one-of (``type: resnet`` or ``mobilenet``, built by transformers;
+    levels 2..5), a library backbone by ``name`` (``transformers/resnet``) or, with neither, the built-in
     small backbone of ``backbone_channels``."""
     decoder: Decoder = dataclasses.field(default_factory=Decoder)
     """The feature pyramid."""
@@ -202,8 +202,10 @@ class RetinaNetModelConfig(Config):
     norm_activation: NormActivation = dataclasses.field(
         default_factory=lambda: NormActivation(norm_momentum=0.9, norm_epsilon=1e-5,
                                                use_sync_bn=False))
-    """Batch norm of the backbone, pyramid and head (``activation``: ResNet's; the head is
-    ReLU). Defaults to torch's batch norm (momentum 0.9 in Keras' terms, epsilon 1e-5)."""
+    """Batch norm of the backbone, pyramid and head; ``activation`` is that of the pyramid
+    (before P7), the head's towers and a ResNet backbone (MobileNet keeps relu6, as in
+    Model Garden; the built-in backbone ReLU). Defaults to torch's batch norm (momentum 0.9
+    in Keras' terms, epsilon 1e-5) and relu."""
     backbone_channels: list[int] = dataclasses.field(default_factory=lambda: [16, 32, 64, 128])
     """(torchgarden) Channels of the built-in backbone's stages 1..max_level. Defaults to
     [16, 32, 64, 128]."""
@@ -223,10 +225,8 @@ class RetinaNetModelConfig(Config):
             key = self.field_path("backbone_channels")
             raise ConfigError(f"{key} needs one entry per level 1..{self.max_level} (max_level), "
                               f"received {self.backbone_channels}", key=key)
-        if self.norm_activation.activation != "relu" and self.backbone.type != "resnet":
-            key = self.field_path("norm_activation.activation")
-            raise ConfigError(f"{key}: {self.norm_activation.activation!r} is not built: "
-                              "torchgarden's RetinaNet head is ReLU; use relu", key=key)
+        check_activation(self.backbone.type, self.norm_activation.activation,
+                         self.field_path("norm_activation.activation"))
 
 
 @dataclasses.dataclass

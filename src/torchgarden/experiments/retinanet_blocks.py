@@ -46,7 +46,8 @@ class FPN(Config):
     fusion_type: str = "sum"
     """How a coarser level joins a finer one; only ``sum`` is built. Defaults to sum."""
     use_separable_conv: bool = False
-    """Separable convolutions; only False is built. Defaults to False."""
+    """Keras' separable convolutions (depthwise, then 1x1) for every pyramid conv.
+    Defaults to False."""
     batch_norm: bool = False
     """(torchgarden) Batch norm on every output level, as Model Garden's FPN always has
     (its RetinaNet experiments set it); False is torchgarden's small pyramid. Defaults to
@@ -54,7 +55,6 @@ class FPN(Config):
 
     def check(self) -> None:
         _only(self, "fusion_type", "sum")
-        _only(self, "use_separable_conv", False)
 
 
 @dataclasses.dataclass
@@ -86,7 +86,9 @@ class RetinaNetHeadConfig(Config):
     num_filters: int = 64
     """Width of the towers. Defaults to 64 (Model Garden: 256)."""
     use_separable_conv: bool = False
-    """Separable convolutions; only False is built. Defaults to False."""
+    """Keras' separable convolutions (depthwise, then 1x1; Glorot-uniform, as Keras
+    initialises them) for the tower convs, classifier and box regressor. Defaults to
+    False."""
     attribute_heads: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Extra per-box attribute heads; only [] is built. Defaults to []."""
     share_classification_heads: bool = False
@@ -98,7 +100,6 @@ class RetinaNetHeadConfig(Config):
     has (its RetinaNet experiments set it); False shares them. Defaults to False."""
 
     def check(self) -> None:
-        _only(self, "use_separable_conv", False)
         _only(self, "attribute_heads", [])
         _only(self, "share_classification_heads", False)
         _only(self, "share_level_convs", True)

@@ -19,12 +19,15 @@ This module is torch-free.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from torchgarden.config import Config
 from torchgarden.config.errors import ConfigError, not_one_of
 from torchgarden.config.oneof import OneOfConfig
+from torchgarden.models.activations import ACTIVATIONS, NormActivation
 
 __all__ = [
     "ACTIVATIONS",
@@ -65,13 +68,6 @@ EFFICIENTNET_SPECS: dict[str, tuple[float, float, int]] = {
     "b6": (1.8, 2.6, 528), "b7": (2.0, 3.1, 600),
 }
 
-#: Model Garden's activation names and the transformers activation of the same function.
-ACTIVATIONS: dict[str, str] = {
-    "relu": "relu", "relu6": "relu6", "swish": "swish", "silu": "silu", "gelu": "gelu",
-    "sigmoid": "sigmoid", "tanh": "tanh", "linear": "linear", "identity": "linear",
-    "mish": "mish",
-}
-
 #: Keras initializer names a classification head's ``kernel_initializer`` may take.
 KERNEL_INITIALIZER_NAMES: tuple[str, ...] = (
     "random_uniform", "random_normal", "truncated_normal", "zeros", "ones", "glorot_uniform",
@@ -85,34 +81,6 @@ _TRANSFORMERS_MOBILENETS = "transformers builds MobileNetV1 and MobileNetV2 only
 def _refusal(key: str, value: object, needs: str, why: str) -> ConfigError:
     return ConfigError(f"{key}: {value!r} needs {needs}, which no installed library builds "
                        f"({why})", key=key)
-
-
-@dataclasses.dataclass
-class NormActivation(Config):
-    """Normalisation and activation of the backbone's layers (Model Garden's common block)."""
-
-    activation: str = "relu"
-    """Activation of the convolutional backbones (``relu``, ``swish``, ``relu6``, ``gelu``...);
-    MobileNet keeps its own (relu6) and ViT its GELU, as in Model Garden. Defaults to relu."""
-    use_sync_bn: bool = True
-    """Batch statistics over all replicas (``torch.nn.SyncBatchNorm`` when the run has more
-    than one process). Defaults to True (Model Garden's default; its classification model
-    sets False)."""
-    norm_momentum: float = 0.99
-    """Keras' moving-average momentum of batch norm: the running statistics keep this
-    fraction (torch's ``momentum`` is ``1 - norm_momentum``). Defaults to 0.99."""
-    norm_epsilon: float = 0.001
-    """Added to the variance in batch norm. Defaults to 0.001."""
-
-    def check(self) -> None:
-        if self.activation not in ACTIVATIONS:
-            raise not_one_of(self.field_path("activation"), self.activation, tuple(ACTIVATIONS))
-        if not 0.0 <= self.norm_momentum <= 1.0:
-            key = self.field_path("norm_momentum")
-            raise ConfigError(f"{key} must be in [0, 1], received {self.norm_momentum}", key=key)
-        if self.norm_epsilon <= 0:
-            key = self.field_path("norm_epsilon")
-            raise ConfigError(f"{key} must be > 0, received {self.norm_epsilon}", key=key)
 
 
 @dataclasses.dataclass
@@ -240,6 +208,9 @@ class MobileNet(Config):
     """Width multiplier (transformers' ``depth_multiplier``). Defaults to 1.0."""
     stochastic_depth_drop_rate: float = 0.0
     """Stochastic depth; only 0 is built. Defaults to 0.0."""
+    flat_stochastic_depth_drop_rate: bool = True
+    """Every block drops at ``stochastic_depth_drop_rate`` (False: growing with depth); no
+    effect while that rate is 0, the only one built. Defaults to True."""
     output_stride: int | None = None
     """Output stride by dilation (MobileNetV2: 8, 16 or 32); None = 32. Defaults to None."""
     output_intermediate_endpoints: bool = False
@@ -356,8 +327,13 @@ def _raise_first(key: str, block: Config,
 
 
 #: Model Garden backbone families no installed library builds.
-_UNBUILT: dict[str, str] = {"revnet": "a reversible ResNet (RevNet)", "spinenet": "SpineNet",
-                             "spinenet_mobile": "mobile SpineNet", "mobiledet": "MobileDet"}
+_UNBUILT: dict[str, str] = {
+    "revnet": "a reversible ResNet (RevNet)", "spinenet": "SpineNet",
+    "spinenet_mobile": "mobile SpineNet", "mobiledet": "MobileDet",
+    "resnet_3d": "a 3-D ResNet (video classification)",
+    "resnet_3d_rs": "a 3-D ResNet-RS (video classification)",
+    "movinet": "MoViNet (video classification)"}
+_BUILT_TYPES = "transformers builds resnet, dilated_resnet, vit, mobilenet and efficientnet"
 
 
 @dataclasses.dataclass
@@ -388,13 +364,22 @@ class Backbone(OneOfConfig):
     vit: VisionTransformer = dataclasses.field(default_factory=VisionTransformer)
     """Vision Transformer options."""
 
+    def screen(self, data: Mapping[str, Any], prefix: str = "") -> None:
+        """Refuses a backbone no library builds (a family, a MobileNet version, an option) that
+        ``data`` (a file) chooses, before anything else of the file is read."""
+        kind = data.get("type")
+        if isinstance(kind, str) and kind in _UNBUILT:  # video's types are no alternative
+            raise _refusal(f"{prefix}.type", kind, _UNBUILT[kind], _BUILT_TYPES)
+        trial = copy.deepcopy(self)
+        trial._apply(data, strict=True, prefix=prefix)
+        trial._validate(prefix)
+
     def check(self) -> None:
         if self.type is None:
             return
         if self.type in _UNBUILT:
             raise _refusal(self.field_path("type"), self.type, _UNBUILT[self.type],
-                           "transformers builds resnet, dilated_resnet, vit, mobilenet and "
-                           "efficientnet")
+                           _BUILT_TYPES)
         refuse = getattr(self.get(), "refuse", None)
         if refuse is not None:
             refuse(self.field_path(self.type))

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchgarden.models.activations import check_activation, follow_activation
 from torchgarden.models.backbones import (
-    ACTIVATIONS,
     EFFICIENTNET_SPECS,
     RESNET_SPECS,
     Backbone,
@@ -65,7 +65,7 @@ def library_settings(backbone: Backbone, norm_activation: NormActivation, *,
     """
     height, width, channels = (int(v) for v in input_size)
     block = backbone.get()
-    activation = ACTIVATIONS[norm_activation.activation]
+    activation = check_activation(backbone.type, norm_activation.activation)
     if backbone.type == "resnet":
         kind, depths = RESNET_SPECS[block.model_id]
         widths = [int(w * block.depth_multiplier) for w in (64, 128, 256, 512)]
@@ -162,6 +162,7 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
         model = with_norm(model, norm_activation)
         features = _last_width(model)
         if backbone.type in ("resnet", "dilated_resnet"):
+            follow_activation(model, config.hidden_act)
             _add_resnet_stochastic_depth(model, backbone.get().stochastic_depth_drop_rate,
                                          len(model.encoder.stages))
     return GardenBackbone(model, kind=backbone.type or "", num_features=features)
@@ -193,7 +194,7 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
     if kind == "mobilenet":
         return _mobilenet_levels(backbone, norm_activation, in_channels=in_channels, key=key)
     if kind in ("resnet", "dilated_resnet"):
-        activation = ACTIVATIONS[norm_activation.activation]
+        activation = check_activation(kind, norm_activation.activation)
         if kind == "resnet":
             _, settings = library_settings(backbone, norm_activation,
                                            input_size=(64, 64, in_channels))
@@ -206,6 +207,7 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
                                settings=settings, pretrained_path=backbone.pretrained_path,
                                ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key,
                                prepare=prepare)
+        follow_activation(built.model, activation)
         _add_resnet_stochastic_depth(built.model, block.stochastic_depth_drop_rate, stages)
         return built
     if backbone.name:
@@ -218,9 +220,10 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
 
 def _mobilenet_levels(backbone: Backbone, norm_activation: NormActivation, *,
                       in_channels: int, key: str) -> nn.Module:
-    """A transformers MobileNet as ``{str(level): map}``: the last block output of each
-    stride, the final 1x1 convolution included (Model Garden's endpoints)."""
+    """A transformers MobileNet as ``{str(level): map}``: each stride's last block output,
+    Model Garden's endpoints (its final 1x1 conv runs but is no endpoint, `output_specs`)."""
     from torchgarden.models.adapters import FeatureLevels
+    from torchgarden.models.weights import load_pretrained
 
     model_type, settings = library_settings(backbone, norm_activation,
                                             input_size=(64, 64, in_channels))
@@ -228,8 +231,10 @@ def _mobilenet_levels(backbone: Backbone, norm_activation: NormActivation, *,
                                  key=key)
     cls = getattr(require_library("transformers"), _MODELS[backbone.mobilenet.model_id][1])
     model = cls(config, add_pooling_layer=False)
-    return FeatureLevels(model, lambda out: [*out.hidden_states, out.last_hidden_state],
-                         in_channels=in_channels)
+    if backbone.pretrained_path:
+        load_pretrained(model, backbone.pretrained_path, key=f"{key}.pretrained_path",
+                        ignore_mismatched_sizes=backbone.ignore_mismatched_sizes)
+    return FeatureLevels(model, lambda out: out.hidden_states, in_channels=in_channels)
 
 
 def with_norm(model: nn.Module, norm: NormActivation) -> nn.Module:

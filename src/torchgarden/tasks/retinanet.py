@@ -34,6 +34,7 @@ from torchgarden.utils.logs import Logs
 from torchgarden.vision.anchors import assign_targets
 from torchgarden.vision.augment import Augmentation
 from torchgarden.vision.coco_data import COCODetectionDataset, DetectionCollate
+from torchgarden.vision.pyramid import l2_kernels
 from torchgarden.vision.retinanet_model import RetinaNet, flatten_levels
 from torchgarden.vision.shapes import SHAPE_NAMES, generate_shapes_dataset, shapes_dataset_root
 from torchgarden.vision.tfrecord_records import detection_loader
@@ -48,12 +49,8 @@ _PALETTE = np.array([[255, 64, 64], [64, 255, 64], [64, 128, 255], [255, 255, 0]
 
 
 def draw_detections(
-    image: np.ndarray,
-    detection_boxes: np.ndarray,
-    detection_classes: np.ndarray,
-    groundtruth_boxes: np.ndarray | None = None,
-    *,
-    zoom: int = 1,
+    image: np.ndarray, detection_boxes: np.ndarray, detection_classes: np.ndarray,
+    groundtruth_boxes: np.ndarray | None = None, *, zoom: int = 1,
 ) -> np.ndarray:
     """Draws box outlines on a uint8 ``[H, W, 3]`` image (returns a new, zoomed image).
 
@@ -115,21 +112,22 @@ class RetinaNetTask(Task):
 
     def build_model(self) -> nn.Module:
         cfg = self.task_config.model
-        backbone = build_pyramid_backbone(cfg.backbone, cfg.norm_activation)
-        g = cfg.detection_generator
+        g, fpn, head = cfg.detection_generator, cfg.decoder.fpn, cfg.head
         model = RetinaNet(
-            num_classes=cfg.num_classes, backbone=backbone, min_level=cfg.min_level,
-            max_level=cfg.max_level, backbone_channels=cfg.backbone_channels,
-            fpn_channels=cfg.decoder.fpn.num_filters, fpn_batch_norm=cfg.decoder.fpn.batch_norm,
-            head_channels=cfg.head.num_filters, num_head_convs=cfg.head.num_convs,
-            head_norm_per_level=cfg.head.norm_per_level,
+            num_classes=cfg.num_classes, min_level=cfg.min_level, max_level=cfg.max_level,
+            backbone=build_pyramid_backbone(cfg.backbone, cfg.norm_activation),
+            backbone_channels=cfg.backbone_channels, activation=cfg.norm_activation.activation,
+            fpn_channels=fpn.num_filters, fpn_batch_norm=fpn.batch_norm,
+            fpn_separable_conv=fpn.use_separable_conv, head_channels=head.num_filters,
+            num_head_convs=head.num_convs, head_norm_per_level=head.norm_per_level,
+            head_separable_conv=head.use_separable_conv,
             num_scales=cfg.anchor.num_scales, aspect_ratios=cfg.anchor.aspect_ratios,
             anchor_size=cfg.anchor.anchor_size, prior_probability=cfg.prior_probability,
             box_weights=g.box_coder_weights or (1.0, 1.0, 1.0, 1.0),
             score_threshold=g.pre_nms_score_threshold, iou_threshold=g.nms_iou_threshold,
             max_detections=g.max_num_detections, pre_nms_top_k=g.pre_nms_top_k)
         model = with_norm(model, cfg.norm_activation)
-        self._l2_weights = [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
+        self._l2_weights = l2_kernels(model)
         return model
 
     def _annotation_file(self, params: RetinaNetDataConfig) -> str:

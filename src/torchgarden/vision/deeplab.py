@@ -16,28 +16,23 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from torchgarden.models.activations import activation_module
 from torchgarden.models.garden import KERNEL_INITIALIZERS
-from torchgarden.vision.retinanet_model import FeaturePyramid
+from torchgarden.vision.pyramid import FeaturePyramid
 
 __all__ = ["ASPP", "DeepLabModel", "SegmentationHead", "activation_layer", "build_deeplab"]
 
-_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
-    "relu": nn.ReLU, "relu6": nn.ReLU6, "swish": nn.SiLU, "silu": nn.SiLU, "gelu": nn.GELU,
-    "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "mish": nn.Mish, "linear": nn.Identity,
-    "identity": nn.Identity,
-}
-
-
 def activation_layer(name: str) -> nn.Module:
-    """The torch module of a Model Garden activation name (``swish`` is SiLU)."""
-    return _ACTIVATIONS[name]()
+    """The torch module of a Model Garden activation name (``swish`` is SiLU; the one table,
+    `torchgarden.models.activations`)."""
+    return activation_module(name)
 
 
 def _conv_bn(in_channels: int, out_channels: int, kernel_size: int, activation: str, *,
@@ -211,7 +206,8 @@ def build_deeplab(model: Any, backbone: nn.Module) -> DeepLabModel:
         fpn = decoder_cfg.fpn
         levels = {lv: c for lv, c in channels.items() if int(lv) >= model.min_level}
         decoder = FeaturePyramid(levels, fpn.num_filters, max_level=model.max_level,
-                                 batch_norm=fpn.batch_norm)
+                                 batch_norm=fpn.batch_norm, activation=activation,
+                                 separable=fpn.use_separable_conv)
         width = {str(lv): fpn.num_filters for lv in range(model.min_level, model.max_level + 1)}
     head = SegmentationHead(
         model.num_classes, width[str(head_cfg.level)], level=str(head_cfg.level),

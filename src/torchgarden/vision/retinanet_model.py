@@ -3,8 +3,9 @@
 Sized for small images on a CPU (the shipped 64x64 shapes data): a plain stride-2 conv
 backbone gives one feature map per pyramid level ``1..max_level``; a top-down feature
 pyramid (FPN) merges levels ``min_level..max_level``; one classification tower and one
-box tower (conv, batch norm, ReLU), shared by all levels, predict per-anchor class
-logits and box deltas. The classifier's bias starts at ``-log((1 - p) / p)`` with
+box tower (conv, batch norm, activation: ReLU unless Model Garden's
+``norm_activation.activation`` names another), shared by all levels, predict per-anchor
+class logits and box deltas; ``use_separable_conv`` makes them Keras' separable convs. The classifier's bias starts at ``-log((1 - p) / p)`` with
 ``p = prior_probability`` (the focal-loss paper's init) so the first steps are not
 swamped by easy negatives.
 
@@ -30,12 +31,13 @@ import math
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from torchgarden.models.activations import activation_module
 from torchgarden.vision.anchors import generate_anchors
 from torchgarden.vision.boxes import clip_boxes, decode_boxes
 from torchgarden.vision.nms import batched_nms
+from torchgarden.vision.pyramid import FeaturePyramid, conv2d
 
 __all__ = ["FeaturePyramid", "RetinaNet", "RetinaNetHead", "SmallBackbone", "flatten_levels"]
 
@@ -99,56 +101,6 @@ class SmallBackbone(nn.Module):
         return features
 
 
-class FeaturePyramid(nn.Module):
-    """Top-down feature pyramid (Lin et al., 2017) over levels ``min_level..max_level``.
-
-    Each backbone level gets a 1x1 lateral projection to ``channels``; coarser levels are
-    upsampled (nearest) and added; a 3x3 conv smooths each sum. Levels above the
-    backbone's coarsest (RetinaNet's P6, P7) are stride-2 3x3 convs on the level below
-    (after a ReLU from the second one on), and ``batch_norm`` normalises every output
-    level: Model Garden's FPN.
-
-    Args:
-        in_channels: ``{str(level): channels}`` of the backbone features used.
-        channels: Output channels of every level. Defaults to 64.
-        max_level: Coarsest output level; defaults to the backbone's coarsest.
-        batch_norm: Batch norm on each output level (Model Garden's FPN). Defaults to
-            False (torchgarden's small pyramid).
-    """
-
-    def __init__(self, in_channels: dict[str, int], channels: int = 64, *,
-                 max_level: int | None = None, batch_norm: bool = False) -> None:
-        super().__init__()
-        self.levels = sorted(in_channels, key=int)
-        self.lateral = nn.ModuleDict(
-            {level: nn.Conv2d(in_channels[level], channels, 1) for level in self.levels})
-        self.smooth = nn.ModuleDict(
-            {level: nn.Conv2d(channels, channels, 3, padding=1) for level in self.levels})
-        top = int(self.levels[-1])
-        self.coarser = nn.ModuleDict({
-            str(level): nn.Conv2d(channels, channels, 3, stride=2, padding=1)
-            for level in range(top + 1, (max_level or top) + 1)})
-        self.output_levels = [*self.levels, *self.coarser]
-        self.norms = nn.ModuleDict({level: nn.BatchNorm2d(channels)
-                                    for level in self.output_levels} if batch_norm else {})
-
-    def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Maps backbone features to ``{str(level): [B, channels, H_l, W_l]}``."""
-        outputs: dict[str, torch.Tensor] = {}
-        top: torch.Tensor | None = None
-        for level in reversed(self.levels):
-            lateral = self.lateral[level](features[level])
-            if top is not None:
-                lateral = lateral + F.interpolate(top, size=lateral.shape[-2:], mode="nearest")
-            top = lateral
-            outputs[level] = self.smooth[level](lateral)
-        for i, (level, conv) in enumerate(self.coarser.items()):
-            below = outputs[str(int(level) - 1)]
-            outputs[level] = conv(F.relu(below) if i else below)
-        return {level: self.norms[level](outputs[level]) if self.norms else outputs[level]
-                for level in self.output_levels}
-
-
 class RetinaNetHead(nn.Module):
     """Class and box towers shared by all pyramid levels.
 
@@ -157,17 +109,22 @@ class RetinaNetHead(nn.Module):
         num_classes: Foreground classes (no background logit).
         num_anchors: Anchors per location.
         channels: Width of the towers. Defaults to 64.
-        num_convs: 3x3 conv + ReLU layers per tower. Defaults to 2.
+        num_convs: 3x3 conv + activation layers per tower. Defaults to 2.
         prior_probability: Initial foreground probability of every anchor. Defaults to
             0.01.
         batch_norm: Batch norm after each tower conv. Defaults to True.
         norm_levels: Levels that get their own batch norms (the convs stay shared), as in
             Model Garden's head. Defaults to () (one batch norm shared by all levels).
+        activation: Model Garden's name of the towers' activation (`activation_module`).
+            Defaults to relu.
+        separable: Every conv a `SeparableConv2d` (``use_separable_conv``), Glorot-uniform
+            as Keras' default; else normal(0.01) kernels. Defaults to False.
     """
 
     def __init__(self, in_channels: int, *, num_classes: int, num_anchors: int,
                  channels: int = 64, num_convs: int = 2, prior_probability: float = 0.01,
-                 batch_norm: bool = True, norm_levels: Sequence[str] = ()) -> None:
+                 batch_norm: bool = True, norm_levels: Sequence[str] = (),
+                 activation: str = "relu", separable: bool = False) -> None:
         super().__init__()
         if not 0.0 < prior_probability < 1.0:
             raise ValueError(f"RetinaNetHead: prior_probability must be in (0, 1), got "
@@ -179,10 +136,10 @@ class RetinaNetHead(nn.Module):
             layers: list[nn.Module] = []
             c_in = in_channels
             for _ in range(num_convs):
-                layers.append(nn.Conv2d(c_in, channels, 3, padding=1, bias=not batch_norm))
+                layers.append(conv2d(c_in, channels, 3, separable=separable, bias=not batch_norm))
                 if batch_norm and not per_level:
                     layers.append(nn.BatchNorm2d(channels))
-                layers.append(nn.ReLU(inplace=True))
+                layers.append(activation_module(activation))
                 c_in = channels
             return nn.Sequential(*layers)
 
@@ -196,13 +153,14 @@ class RetinaNetHead(nn.Module):
         self.box_tower = tower()
         self.cls_norms, self.box_norms = norms(), norms()
         tower_out = channels if num_convs else in_channels
-        self.cls_logits = nn.Conv2d(tower_out, num_anchors * num_classes, 3, padding=1)
-        self.box_deltas = nn.Conv2d(tower_out, num_anchors * 4, 3, padding=1)
-        for module in self.modules():
-            if isinstance(module, nn.Conv2d):
-                nn.init.normal_(module.weight, std=0.01)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        self.cls_logits = conv2d(tower_out, num_anchors * num_classes, 3, separable=separable)
+        self.box_deltas = conv2d(tower_out, num_anchors * 4, 3, separable=separable)
+        if not separable:
+            for module in self.modules():
+                if isinstance(module, nn.Conv2d):
+                    nn.init.normal_(module.weight, std=0.01)
+                    if module.bias is not None:
+                        nn.init.zeros_(module.bias)
         nn.init.constant_(self.cls_logits.bias, -math.log((1 - prior_probability)
                                                           / prior_probability))
 
@@ -219,12 +177,12 @@ class RetinaNetHead(nn.Module):
 def _tower(tower: nn.Sequential, norms: nn.ModuleDict | None, x: torch.Tensor,
            level: str) -> torch.Tensor:
     """A tower on one level: its layers, or with ``norms`` each conv, that level's own
-    batch norm and ReLU."""
+    batch norm and the activation."""
     if norms is None:
         return tower(x)
-    convs = [m for m in tower if isinstance(m, nn.Conv2d)]
-    for conv, norm in zip(convs, norms[level], strict=True):
-        x = F.relu(norm(conv(x)))
+    convs, activations = tower[0::2], tower[1::2]
+    for conv, norm, activation in zip(convs, norms[level], activations, strict=True):
+        x = activation(norm(conv(x)))
     return x
 
 
@@ -277,6 +235,10 @@ class RetinaNet(nn.Module):
             to False.
         head_norm_per_level: One set of head batch norms per level (Model Garden's head).
             Defaults to False (shared by all levels).
+        activation: Model Garden's activation name of the pyramid and head
+            (``norm_activation.activation``). Defaults to relu.
+        fpn_separable_conv: Separable convs in the pyramid. Defaults to False.
+        head_separable_conv: Separable convs in the head. Defaults to False.
 
     Raises:
         ValueError: If ``backbone_channels`` does not have ``max_level`` entries, a given
@@ -305,6 +267,9 @@ class RetinaNet(nn.Module):
         pre_nms_top_k: int = 1000,
         fpn_batch_norm: bool = False,
         head_norm_per_level: bool = False,
+        activation: str = "relu",
+        fpn_separable_conv: bool = False,
+        head_separable_conv: bool = False,
     ) -> None:
         super().__init__()
         if not 1 <= min_level <= max_level:
@@ -327,11 +292,13 @@ class RetinaNet(nn.Module):
         self.num_anchors = num_scales * len(self.aspect_ratios)
         self.backbone = backbone
         self.fpn = FeaturePyramid(channels, channels=fpn_channels, max_level=max_level,
-                                  batch_norm=fpn_batch_norm)
+                                  batch_norm=fpn_batch_norm, activation=activation,
+                                  separable=fpn_separable_conv)
         self.head = RetinaNetHead(fpn_channels, num_classes=num_classes,
                                   num_anchors=self.num_anchors, channels=head_channels,
                                   num_convs=num_head_convs, prior_probability=prior_probability,
-                                  norm_levels=levels if head_norm_per_level else ())
+                                  norm_levels=levels if head_norm_per_level else (),
+                                  activation=activation, separable=head_separable_conv)
         self._anchor_cache: dict[tuple[int, int, torch.device], torch.Tensor] = {}
 
     def anchor_boxes(self, image_size: Sequence[int],

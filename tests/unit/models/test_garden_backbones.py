@@ -88,6 +88,19 @@ def test_resnet_widths_and_depths_follow_model_id_and_depth_multiplier():
         "embedding_size"] == 64
 
 
+@pytest.mark.parametrize("activation, module", [("swish", torch.nn.SiLU),
+                                                 ("relu6", torch.nn.ReLU6)])
+def test_every_resnet_activation_is_norm_activations(activation, module):
+    """transformers applies hidden_act at the stem and block ends only; Model Garden's ResNet
+    has its activation after every batch norm but a block's last: all are ``activation``."""
+    backbone = _backbone({"type": "resnet", "resnet": {"model_id": 50, "depth_multiplier": 0.25}})
+    built = build_garden_backbone(backbone, NormActivation(activation=activation),
+                                  input_size=(32, 32, 3))
+    found = [type(m) for m in built.modules()
+             if isinstance(m, (torch.nn.ReLU, torch.nn.ReLU6, torch.nn.SiLU))]
+    assert found == [module] * (1 + 3 * 16)  # the stem, then 3 per bottleneck block
+
+
 def test_vit_sizes_come_from_model_name_as_in_model_garden():
     backbone = _backbone({"type": "vit", "vit": {"model_name": "vit-l16", "patch_size": 8,
                                                 "representation_size": 768}})

@@ -1,0 +1,115 @@
+"""Model Garden experiment families torchgarden does not have, told from a YAML file.
+
+A Model Garden experiment YAML is written for one family of models. A key only that family
+has (``task.model.mask_head``), the ``# --experiment_type=NAME`` comment Model Garden's
+YAMLs carry, or the directory Model Garden keeps it in (``configs/experiments/maskrcnn/``)
+tells which. When such a file is refused, `unprovided_family` gives the one-line reason,
+naming the family and what shows it, instead of the first key some other experiment does
+not know. A file of such a family that a torchgarden experiment takes whole (a Mask R-CNN
+YAML whose keys are all RetinaNet's, under ``--experiment retinanet_resnetfpn_coco``) is
+read as that experiment, as Model Garden reads it under the same experiment.
+
+This module is torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from torchgarden.config.errors import ConfigError
+
+__all__ = ["Family", "FAMILIES", "experiment_types", "unprovided_family"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A Model Garden experiment family and what shows a YAML is written for it."""
+
+    name: str
+    """What the family is called in messages."""
+    experiments: tuple[str, ...]
+    """Prefixes of Model Garden's experiment names of the family."""
+    directories: tuple[str, ...]
+    """Directories under Model Garden's ``configs/experiments/`` (or a project's
+    ``configs/``) holding its YAMLs."""
+    keys: tuple[str, ...]
+    """Dotted keys (or key prefixes) only this family's configs have."""
+
+
+#: The Model Garden families a YAML is recognised as, that torchgarden does not train.
+FAMILIES: tuple[Family, ...] = (
+    Family("Mask R-CNN (instance segmentation)",
+           experiments=("maskrcnn", "cascadercnn", "deep_mask_head_rcnn"),
+           directories=("maskrcnn",),
+           keys=("task.model.mask_head", "task.model.rpn_head", "task.model.detection_head",
+                 "task.model.roi_sampler", "task.model.roi_aligner", "task.model.roi_generator",
+                 "task.model.mask_sampler", "task.model.mask_roi_aligner",
+                 "task.model.include_mask")),
+    Family("video classification",
+           experiments=("video_classification", "movinet"),
+           directories=("video_classification", "movinet"),
+           keys=("task.model.aggregate_endpoints", "task.model.backbone.resnet_3d",
+                 "task.model.backbone.resnet_3d_rs", "task.model.backbone.movinet",
+                 "task.train_data.feature_shape", "task.train_data.temporal_stride",
+                 "task.train_data.num_test_clips")),
+)
+
+_HAS = "torchgarden trains image classification, RetinaNet and semantic segmentation"
+
+
+
+def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
+    """The refusal of a YAML written for a family torchgarden does not have, or None.
+
+    Args:
+        path: The file (its ``--experiment_type`` comment and directory are read).
+        data: The file's mapping.
+
+    Returns:
+        A one-line `ConfigError` naming the family and the key, experiment name or
+        directory that shows it; None when the file shows no such family.
+    """
+    leaves = list(_leaves(data))
+    named = experiment_types(path)
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)[:-1]
+    for family in FAMILIES:
+        key = next((f for k in leaves for f in family.keys
+                    if k == f or k.startswith(f"{f}.")), None)
+        name = next((n for n in named if n.startswith(family.experiments)), None)
+        folder = next((d for d in family.directories if d in parts[-2:]), None)
+        if key:
+            shows = f"its key {key}"
+        elif name:
+            shows = f"--experiment_type={name}"
+        elif folder:
+            shows = f"its directory {folder}/"
+        else:
+            continue
+        error = ConfigError(f"{path}: a Model Garden {family.name} experiment ({shows}), a "
+                            f"family torchgarden does not have; {_HAS} (see `torchgarden "
+                            "list`)", key=key)
+        error.family = family.name  # type: ignore[attr-defined]
+        return error
+    return None
+
+
+def experiment_types(path: str) -> list[str]:
+    """The experiment names the file's ``--experiment_type=NAME`` comments give (as Model
+    Garden's YAMLs carry them); [] for an unreadable file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return re.findall(r"--experiment(?:_type)?[= ](\w+)", f.read())
+    except (OSError, UnicodeDecodeError):
+        return []
+
+
+def _leaves(data: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(data, Mapping) and data:
+        for key, value in data.items():
+            yield from _leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    elif prefix:
+        yield prefix
