@@ -147,7 +147,8 @@ def _whole_commands(python: str, cli: str, repeats: int) -> dict[str, float]:
                     f"{compile_override}20"], check=True, capture_output=True)
     copy = f"cp -r {shlex.quote(compiled)}/. $D/;"
     restart = [*train, "--model_dir", "$D", "--params_override", f"{compile_override}40"]
-    whole_run = ("runtime.enable_xla=true,trainer.steps_per_loop=1000,trainer.summary_interval="
+    whole_run = ("runtime.enable_xla=true,trainer.optimizer_config.learning_rate.cosine."
+                 "decay_steps=-1,trainer.steps_per_loop=1000,trainer.summary_interval="
                  f"1000,trainer.checkpoint_interval={WHOLE_RUN_STEPS},"
                  f"trainer.train_steps={WHOLE_RUN_STEPS}")
     hand_written = _HAND_WRITTEN_COMPILED_RUN.format(

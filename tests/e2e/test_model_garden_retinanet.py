@@ -146,6 +146,16 @@ task:
 """
 
 
+_FAMILY_NAMES = {  # Family name -> what the files of the cases below start with.
+    "Mask R-CNN (instance segmentation)": ("maskrcnn/", "own/mask"),
+    "video classification": ("own/video",),
+    "NLP (BERT-style encoders: pretraining, sentence prediction, question answering, tagging, "
+    "translation)": ("own/glue", "nlp/"),
+    "BASNet (salient object detection)": ("projects/basnet",),
+    "MaxViT": ("own/maxvit",),
+}
+
+
 @pytest.mark.parametrize("where, text, shows", [
     ("maskrcnn/r50fpn.yaml", MASK_RCNN_YAML, "its directory maskrcnn/"),
     ("own/mask.yaml", MASK_RCNN_YAML + "    mask_head: {num_convs: 4}\n",
@@ -155,16 +165,24 @@ task:
      "--experiment_type=video_classification_kinetics400"),
     ("own/video3d.yaml", "task:\n  model:\n    backbone:\n      resnet_3d_rs: {model_id: 50}\n"
      "      type: resnet_3d_rs\n", "its key task.model.backbone.resnet_3d_rs"),
+    ("own/glue.yaml", "task:\n  hub_module_url: ''\n  model:\n    num_classes: 3\n",
+     "its key task.hub_module_url"),
+    ("nlp/configs/experiments/pretrain.yaml",
+     "task:\n  train_data: {use_next_sentence_label: true}\n", "its directory nlp/"),
+    ("projects/basnet/configs/experiments/basnet.yaml", "task:\n  train_data: {dtype: float32}\n",
+     "its directory basnet/"),
+    ("own/maxvit.yaml", "task:\n  model:\n    backbone:\n      maxvit: {model_name: maxvit-base}\n",
+     "its key task.model.backbone.maxvit"),
 ])
 def test_a_family_torchgarden_does_not_have_is_refused_naming_it(tmp_path, capsys, where, text,
                                                                  shows):
     path = tmp_path / where
     path.parent.mkdir(parents=True)
     path.write_text(text)
-    family = "video classification" if "video" in where else "Mask R-CNN (instance segmentation)"
+    family = next(name for name in _FAMILY_NAMES if where.startswith(_FAMILY_NAMES[name]))
     expected = (f"{path}: a Model Garden {family} experiment ({shows}), a family torchgarden "
-                "does not have; torchgarden trains image classification, RetinaNet and "
-                "semantic segmentation (see `torchgarden list`)")
+                "does not have; torchgarden's Model Garden experiments are image "
+                "classification, RetinaNet and semantic segmentation (see `torchgarden list`)")
     assert _refusal(capsys, "port", str(path)) == expected
     model_dir = tmp_path / "run"
     assert _refusal(capsys, "train", "--experiment", "image_classification", "--model_dir",

@@ -56,9 +56,30 @@ FAMILIES: tuple[Family, ...] = (
                  "task.model.backbone.resnet_3d_rs", "task.model.backbone.movinet",
                  "task.train_data.feature_shape", "task.train_data.temporal_stride",
                  "task.train_data.num_test_clips")),
+    Family("NLP (BERT-style encoders: pretraining, sentence prediction, question answering, "
+           "tagging, translation)",
+           experiments=("bert", "electra", "teams", "albert", "mobilebert", "roformer", "xlnet",
+                        "bigbird", "longformer", "wmt_transformer", "sentence_prediction",
+                        "question_answering", "tagging", "masked_lm"),
+           directories=("nlp",),
+           keys=("task.hub_module_url", "task.model.encoder", "task.model.cls_heads",
+                 "task.train_data.seq_length", "task.max_answer_length", "task.n_best_size",
+                 "task.metric_type", "task.train_data.max_predictions_per_seq")),
+    Family("MaxViT", experiments=("maxvit",), directories=("maxvit",),
+           keys=("task.model.backbone.maxvit",)),
+    Family("YOLO (darknet detectors)", experiments=("yolo", "scaled_yolo"),
+           directories=("yolo", "scaled-yolo"),
+           keys=("task.model.backbone.darknet", "task.model.darknet_based_model",
+                 "task.model.anchor_boxes")),
+    Family("BASNet (salient object detection)", experiments=("basnet",),
+           directories=("basnet",), keys=()),
+    Family("MOSAIC (mobile semantic segmentation)", experiments=("mosaic",),
+           directories=("mosaic",), keys=("task.model.neck.branch_filter_depths",
+                                          "task.model.head.decoder_input_levels")),
 )
 
-_HAS = "torchgarden trains image classification, RetinaNet and semantic segmentation"
+_HAS = ("torchgarden's Model Garden experiments are image classification, RetinaNet and "
+        "semantic segmentation")
 
 
 
@@ -75,12 +96,14 @@ def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
     """
     leaves = list(_leaves(data))
     named = experiment_types(path)
-    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)[:-1]
+    # The folders Model Garden keeps the file in: .../configs/experiments/maskrcnn/,
+    # official/projects/basnet/configs/..., official/nlp/configs/experiments/.
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)[:-1][-3:]
     for family in FAMILIES:
         key = next((f for k in leaves for f in family.keys
                     if k == f or k.startswith(f"{f}.")), None)
         name = next((n for n in named if n.startswith(family.experiments)), None)
-        folder = next((d for d in family.directories if d in parts[-2:]), None)
+        folder = next((d for d in family.directories if d in parts), None)
         if key:
             shows = f"its key {key}"
         elif name:
