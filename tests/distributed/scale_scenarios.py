@@ -10,14 +10,10 @@
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import tarfile
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 import torchgarden as tg
 from torchgarden.tasks.image_classification import ImageClassificationTask
@@ -31,26 +27,10 @@ EVAL_TASKS = ("digits", "segmentation", "retinanet")
 def write_stream_data(root: Path) -> Path:
     """Writes the first 192 digits as ``root/arrow`` (save_to_disk, 4 files) and
     ``root/shard-<i>.tar`` (4 WebDataset shards of ``<key>.npy`` + ``<key>.cls``)."""
-    import datasets
+    from digits_streams import write_digits_streams  # The test process only.
 
-    root.mkdir(parents=True, exist_ok=True)
-    images, labels = tg.data.load_digits_arrays("train")
-    images = images[:STREAM_EXAMPLES].numpy().astype(np.float32)
-    labels = labels[:STREAM_EXAMPLES].numpy()
-    datasets.Dataset.from_dict({"image": images.reshape(len(images), -1), "label": labels}) \
-        .save_to_disk(str(root / "arrow"), num_shards=STREAM_SHARDS)
-    per_shard = STREAM_EXAMPLES // STREAM_SHARDS
-    for shard in range(STREAM_SHARDS):
-        with tarfile.open(root / f"shard-{shard}.tar", "w") as tar:
-            for i in range(shard * per_shard, (shard + 1) * per_shard):
-                array = io.BytesIO()
-                np.save(array, images[i])
-                for extension, payload in (("npy", array.getvalue()),
-                                           ("cls", str(int(labels[i])).encode())):
-                    info = tarfile.TarInfo(f"{i:06d}.{extension}")
-                    info.size = len(payload)
-                    tar.addfile(info, io.BytesIO(payload))
-    return root
+    return write_digits_streams(root, shards=STREAM_SHARDS,
+                                per_shard=STREAM_EXAMPLES // STREAM_SHARDS)
 
 
 def stream_params(source: str, data_root: Path, steps: int,

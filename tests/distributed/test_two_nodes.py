@@ -165,24 +165,9 @@ def test_a_node_lost_for_good_leaves_an_elastic_job_at_one_rank_that_finishes(tm
 
 def _write_shards(root: Path, shards: int = 4, per_shard: int = 16) -> str:
     """Digits as WebDataset tar shards (``<key>.npy`` + ``<key>.cls``); returns the glob."""
-    import io
-    import tarfile
+    from digits_streams import write_digits_streams
 
-    import numpy as np
-
-    import torchgarden as tg
-
-    images, labels = tg.data.load_digits_arrays("train")
-    for shard in range(shards):
-        with tarfile.open(root / f"shard-{shard}.tar", "w") as tar:
-            for i in range(shard * per_shard, (shard + 1) * per_shard):
-                array = io.BytesIO()
-                np.save(array, images[i].numpy().astype(np.float32))
-                for extension, payload in (("npy", array.getvalue()),
-                                           ("cls", str(int(labels[i])).encode())):
-                    info = tarfile.TarInfo(f"{i:06d}.{extension}")
-                    info.size = len(payload)
-                    tar.addfile(info, io.BytesIO(payload))
+    write_digits_streams(root, shards=shards, per_shard=per_shard, arrow=False)
     return str(root / "shard-*.tar")
 
 

@@ -11,15 +11,15 @@ is refused with the model_dir untouched, and on the same data resumes exactly.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import tarfile
 
-import numpy as np
 import pytest
 from resilience_tools import differences, final_state
 from table import DIGITS, Case, run_case, run_quietly, tree
+
+from digits_streams import write_digits_streams
 
 pytest.importorskip("datasets")
 pytest.importorskip("torchdata")
@@ -31,27 +31,8 @@ STEPS = "trainer.steps_per_loop=2,trainer.summary_interval=2,trainer.checkpoint_
 @pytest.fixture(scope="session")
 def stream_data(tmp_path_factory) -> str:
     """``<root>/shard-<i>.tar`` and ``<root>/arrow`` (the same 64 digits)."""
-    import datasets
-
-    import torchgarden as tg
-
     root = tmp_path_factory.mktemp("stream_data")
-    images, labels = tg.data.load_digits_arrays("train")
-    images = images[:SHARDS * PER_SHARD].numpy().astype(np.float32)
-    labels = labels[:SHARDS * PER_SHARD].numpy()
-    datasets.Dataset.from_dict({"image": images.reshape(len(images), -1), "label": labels}) \
-        .save_to_disk(str(root / "arrow"), num_shards=SHARDS)
-    for shard in range(SHARDS):
-        with tarfile.open(root / f"shard-{shard}.tar", "w") as tar:
-            for i in range(shard * PER_SHARD, (shard + 1) * PER_SHARD):
-                array = io.BytesIO()
-                np.save(array, images[i])
-                for extension, payload in (("npy", array.getvalue()),
-                                           ("cls", str(int(labels[i])).encode())):
-                    info = tarfile.TarInfo(f"{i:06d}.{extension}")
-                    info.size = len(payload)
-                    tar.addfile(info, io.BytesIO(payload))
-    return str(root)
+    return str(write_digits_streams(root, shards=SHARDS, per_shard=PER_SHARD))
 
 
 def _data(tmp: str) -> str:
