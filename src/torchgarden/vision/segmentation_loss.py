@@ -49,15 +49,13 @@ def segmentation_loss(logits: torch.Tensor, labels: torch.Tensor, *, ignore_labe
         else:
             labels = F.interpolate(labels[:, None].float(), size=logits.shape[-2:],
                                    mode="nearest-exact")[:, 0].long()
-    num_classes = logits.shape[1]
     valid = labels != ignore_label
-    classes = torch.where(valid, labels, torch.zeros_like(labels)).long()
-    target = F.one_hot(classes, num_classes).permute(0, 3, 1, 2).to(logits.dtype)
-    target = target * (1 - label_smoothing) + label_smoothing / num_classes
-    loss = -(target * F.log_softmax(logits, dim=1)).sum(dim=1)
-    if class_weights:
+    # Per pixel, no [B, C, H, W] one-hot: ignored pixels come out 0.
+    loss = F.cross_entropy(logits, labels.long(), ignore_index=ignore_label,
+                           label_smoothing=label_smoothing, reduction="none")
+    if class_weights:  # The pixel's whole loss times its class' weight, as Model Garden.
+        classes = torch.where(valid, labels, torch.zeros_like(labels)).long()
         loss = loss * torch.as_tensor(class_weights, dtype=loss.dtype, device=loss.device)[classes]
-    loss = loss * valid
     num_valid = valid.sum().to(loss.dtype)
     if top_k_percent_pixels >= 1.0:
         return loss.sum() / (num_valid + _EPSILON)
