@@ -27,13 +27,7 @@ from torchgarden.models.activations import activation_module
 from torchgarden.models.garden import KERNEL_INITIALIZERS
 from torchgarden.vision.pyramid import FeaturePyramid
 
-__all__ = ["ASPP", "DeepLabModel", "SegmentationHead", "activation_layer", "build_deeplab"]
-
-def activation_layer(name: str) -> nn.Module:
-    """The torch module of a Model Garden activation name (``swish`` is SiLU; the one table,
-    `torchgarden.models.activations`)."""
-    return activation_module(name)
-
+__all__ = ["ASPP", "DeepLabModel", "SegmentationHead", "build_deeplab"]
 
 def _conv_bn(in_channels: int, out_channels: int, kernel_size: int, activation: str, *,
              dilation: int = 1, groups: int = 1, separable: bool = False) -> nn.Sequential:
@@ -47,7 +41,7 @@ def _conv_bn(in_channels: int, out_channels: int, kernel_size: int, activation: 
         kernel_size, padding = 1, 0
     layers.append(nn.Conv2d(in_channels, out_channels, kernel_size, padding=padding,
                             dilation=dilation, groups=groups, bias=False))
-    return nn.Sequential(*layers, nn.BatchNorm2d(out_channels), activation_layer(activation))
+    return nn.Sequential(*layers, nn.BatchNorm2d(out_channels), activation_module(activation))
 
 
 class ASPP(nn.Module):
