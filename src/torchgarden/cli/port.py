@@ -134,7 +134,7 @@ def _judge(config: Any, key: str, value: Any) -> PortRow:
 
     try:
         with collect_notices() as notes:
-            config.override(_nest(key, value))
+            config.override({key: value})  # Dotted: the config nests it.
     except Exception as error:  # noqa: BLE001 - any refusal is a row of the table
         return PortRow(key, "refused", " ".join(str(error).split()) or type(error).__name__)
     if not notes:
@@ -150,10 +150,7 @@ def _resolve(config: Any, kept: Mapping[str, Any]) -> tuple[Any, list[Any]]:
 
     try:
         with collect_notices() as notes:
-            nested: dict[str, Any] = {}
-            for key, value in kept.items():
-                _merge(nested, _nest(key, value))
-            config.override(nested).validate()
+            config.override(dict(kept)).validate()
             config.trainer.optimizer_config.check_buildable()
     except Exception as error:  # noqa: BLE001 - reported as a refused row
         return error, []
@@ -225,17 +222,3 @@ def _leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield from _leaves(value, f"{prefix}.{key}" if prefix else str(key))
     elif prefix:
         yield prefix, data
-
-
-def _nest(key: str, value: Any) -> dict[str, Any]:
-    for part in reversed(key.split(".")[1:]):
-        value = {part: value}
-    return {key.split(".")[0]: value}
-
-
-def _merge(into: dict[str, Any], other: Mapping[str, Any]) -> None:
-    for key, value in other.items():
-        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value
