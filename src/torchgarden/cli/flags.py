@@ -111,7 +111,7 @@ def _apply_layers(params: ExperimentConfig, files: list[str],
     library builds that the layers choose in the end (`Config.screen`) comes before any other
     key."""
     from torchgarden.config import ConfigError, load_yaml_file
-    from torchgarden.config.families import unprovided_family
+    from torchgarden.config.families import UnprovidedFamilyError, unprovided_family
     from torchgarden.config.overrides import parse_override
 
     layers = [(path, load_yaml_file(path)) for path in files]
@@ -128,7 +128,7 @@ def _apply_layers(params: ExperimentConfig, files: list[str],
                 raise
         return params.validate()
     except ConfigError as error:
-        if getattr(error, "family", False):
+        if isinstance(error, UnprovidedFamilyError):
             raise
         merged: dict[str, Any] = {}
         for _, data in layers:

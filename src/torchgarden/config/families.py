@@ -22,7 +22,7 @@ from typing import Any
 
 from torchgarden.config.errors import ConfigError
 
-__all__ = ["Family", "FAMILIES", "experiment_types", "unprovided_family"]
+__all__ = ["FAMILIES", "Family", "UnprovidedFamilyError", "experiment_types", "unprovided_family"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +38,10 @@ class Family:
     ``configs/``) holding its YAMLs."""
     keys: tuple[str, ...]
     """Dotted keys (or key prefixes) only this family's configs have."""
+
+
+class UnprovidedFamilyError(ConfigError):
+    """A YAML of a Model Garden family torchgarden does not have (its one line says which)."""
 
 
 #: The Model Garden families a YAML is recognised as, that torchgarden does not train.
@@ -83,7 +87,7 @@ _HAS = ("torchgarden's Model Garden experiments are image classification, Retina
 
 
 
-def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
+def unprovided_family(path: str, data: Mapping[str, Any]) -> UnprovidedFamilyError | None:
     """The refusal of a YAML written for a family torchgarden does not have, or None.
 
     Args:
@@ -91,7 +95,7 @@ def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
         data: The file's mapping.
 
     Returns:
-        A one-line `ConfigError` naming the family and the key, experiment name or
+        A one-line `UnprovidedFamilyError` naming the family and the key, experiment name or
         directory that shows it; None when the file shows no such family.
     """
     leaves = list(_leaves(data))
@@ -112,11 +116,9 @@ def unprovided_family(path: str, data: Mapping[str, Any]) -> ConfigError | None:
             shows = f"its directory {folder}/"
         else:
             continue
-        error = ConfigError(f"{path}: a Model Garden {family.name} experiment ({shows}), a "
-                            f"family torchgarden does not have; {_HAS} (see `torchgarden "
-                            "list`)", key=key)
-        error.family = family.name  # type: ignore[attr-defined]
-        return error
+        return UnprovidedFamilyError(
+            f"{path}: a Model Garden {family.name} experiment ({shows}), a family torchgarden "
+            f"does not have; {_HAS} (see `torchgarden list`)", key=key)
     return None
 
 
