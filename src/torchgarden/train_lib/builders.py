@@ -30,6 +30,7 @@ from torchgarden.config import (
 )
 from torchgarden.core import StepFunction, Task, Trainer
 from torchgarden.data import InputContext
+from torchgarden.distribute.collectives import is_chief
 from torchgarden.runtime import (
     LossBound,
     RuntimeContext,
@@ -158,7 +159,7 @@ def _apply_param_rules(params: ExperimentConfig, optimizer: Any, model: nn.Modul
         _logger.info("param group: lr x%.4g, weight_decay %s, %d tensors (%s%s)",
                      group["lr_mult"], group["weight_decay"], group["num_params"],
                      ", ".join(group["names"][:3]), ", ..." if group["num_params"] > 3 else "")
-    if model_dir and _is_chief():  # Renamed into place: never written through a link.
+    if model_dir and is_chief():  # Renamed into place: never written through a link.
         os.makedirs(model_dir, exist_ok=True)
         atomic_write_json(os.path.join(model_dir, "param_groups.json"), summary)
 
@@ -174,11 +175,6 @@ def _adapted(model: nn.Module, params: ExperimentConfig, runtime: RuntimeContext
 
     model, item = adapt_model(model, params.task, report=runtime.is_chief)
     return model, ({"model": item} if item is not model else {})
-
-
-def _is_chief() -> bool:
-    dist = torch.distributed
-    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
 
 
 def _ever_trainable(freeze: Any) -> Any:
