@@ -115,18 +115,11 @@ def _spec(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 def _summary(args: argparse.Namespace) -> int:
     import optuna
-    import yaml
 
-    from torchgarden.config import ConfigError
-    from torchgarden.tune.study import default_storage, write_results
+    from torchgarden.tune.study import default_storage, recorded_study, write_results
     from torchgarden.tune.summary import format_summary
 
-    recorded = os.path.join(args.study_dir, "tune.yaml")
-    if not os.path.isfile(recorded):
-        raise ConfigError(f"--study_dir {args.study_dir} holds no study (no tune.yaml); "
-                          "point it at the --study_dir of a `torchgarden tune` run.")
-    with open(recorded, encoding="utf-8") as f:
-        name = (yaml.safe_load(f) or {}).get("study_name")
+    name = recorded_study(args.study_dir).get("study_name")
     storage = args.storage or default_storage(args.study_dir)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name=args.study_name or name, storage=storage)

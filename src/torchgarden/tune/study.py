@@ -23,8 +23,8 @@ import yaml
 from torchgarden.config import ConfigError, ExperimentConfig
 from torchgarden.report.study import TRIALS_FILE
 
-__all__ = ["StudySpec", "TRIALS_FILE", "open_study", "study_lock", "trial_dir_name",
-           "trial_rows", "write_results"]
+__all__ = ["StudySpec", "TRIALS_FILE", "open_study", "recorded_study", "study_lock",
+           "trial_dir_name", "trial_rows", "write_results"]
 
 _SPEC_FILE = "tune.yaml"
 _ATTR = "torchgarden"
@@ -121,9 +121,22 @@ def _check_study_dir(spec: StudySpec, identity: dict[str, Any]) -> None:
             raise ConfigError(f"--study_dir {directory} holds a training run (params.yaml), "
                               "not a study; choose another directory.")
         return
-    with open(recorded_path, encoding="utf-8") as f:
-        recorded = yaml.safe_load(f) or {}
-    _compare(f"--study_dir {directory}", recorded.get("identity", {}), identity)
+    _compare(f"--study_dir {directory}", recorded_study(directory).get("identity", {}),
+             identity)
+
+
+def recorded_study(study_dir: str) -> dict[str, Any]:
+    """What ``study_dir``'s ``tune.yaml`` records (its name, identity, space).
+
+    Raises:
+        ConfigError: ``study_dir`` holds no study.
+    """
+    path = os.path.join(study_dir, _SPEC_FILE)
+    if not os.path.isfile(path):
+        raise ConfigError(f"--study_dir {study_dir} holds no study (no {_SPEC_FILE}); point "
+                          "it at the --study_dir of a `torchgarden tune` run.")
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f) or {}
 
 
 def _compare(where: str, recorded: dict[str, Any], identity: dict[str, Any]) -> None:
