@@ -70,6 +70,16 @@ def _worker_pids(model_dir: Path) -> dict[int, int]:
     return pids
 
 
+def _rank_pid(model_dir: Path, rank: int, job: subprocess.Popen, start: float) -> int:
+    """The pid of ``rank``'s worker, waited for: between torchrun's restarts of the group
+    (a slow start-up on a loaded machine) no process has the rank for a moment."""
+    while (pid := _worker_pids(model_dir).get(rank)) is None:
+        assert job.poll() is None and time.monotonic() - start < BOUND_S, (
+            f"rank {rank}'s worker was not found before the job ended or {BOUND_S} s passed")
+        time.sleep(0.05)
+    return pid
+
+
 def _weights(model_dir: Path) -> dict[str, torch.Tensor]:
     state = torch.load(model_dir / f"ckpt-{STEPS}" / "state.pt", weights_only=True)
     return state["model"]
@@ -114,7 +124,7 @@ def test_a_killed_rank_restarts_and_the_job_ends_with_the_uninterrupted_weights(
                     and (kind == "start-up" or (model_dir / "train").exists())):
                 time.sleep(0.05)
             time.sleep(delay if kind == "running" else delay / 3)
-            os.kill(_worker_pids(model_dir)[int(env["TG_RANK"])], signal.SIGKILL)
+            os.kill(_rank_pid(model_dir, int(env["TG_RANK"]), job, start), signal.SIGKILL)
         output, _ = job.communicate(timeout=BOUND_S)
     finally:
         if job.poll() is None:
