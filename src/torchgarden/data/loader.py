@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from torchgarden.data.batch_pool import tuple_collate
 from torchgarden.data.context import InputContext
 from torchgarden.data.datasets import ArrayDataset
 from torchgarden.data.iterator import DataIterator
@@ -28,18 +29,6 @@ __all__ = [
     "make_batch_mover",
     "move_to_device",
 ]
-
-
-def tuple_collate(samples: Sequence[Any]) -> Any:
-    """`default_collate`, except that tuple examples give a tuple batch (not a list).
-
-    A `(features, labels)` example thus batches to a `(features, labels)` tuple,
-    exactly what `ArrayLoader` yields.
-    """
-    batch = default_collate(samples)
-    if isinstance(batch, list) and samples and type(samples[0]) is tuple:
-        return tuple(batch)
-    return batch
 
 
 class ArrayLoader:
@@ -283,7 +272,7 @@ def build_dataloader(
     seed = 0 if seed is None else int(seed)
     drop_last = is_training and bool(getattr(params, "drop_remainder", True))
     pin_memory = bool(getattr(params, "pin_memory", False))
-    loader_kwargs = worker_options(params, num_workers, pin_memory)
+    loader_kwargs = worker_options(params, num_workers, pin_memory, collate_fn or tuple_collate)
     if isinstance(dataset, IterableDataset):
         if streaming_available():  # Exact resume through the loader's own state.
             return build_streaming_loader(dataset, params, input_context=context,
@@ -292,7 +281,6 @@ def build_dataloader(
             dataset,
             batch_size=batch_size,
             drop_last=drop_last,
-            collate_fn=collate_fn or tuple_collate,
             worker_init_fn=WorkerSeeder(seed),
             generator=torch.Generator().manual_seed(seed),
             **loader_kwargs,
@@ -322,6 +310,5 @@ def build_dataloader(
         batch_size=batch_size,
         drop_last=drop_last,
         seed=sampler.seed,
-        collate_fn=collate_fn,
         **loader_kwargs,
     )

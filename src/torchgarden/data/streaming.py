@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset
 
+from torchgarden.data.batch_pool import pooled_collate
 from torchgarden.data.context import InputContext
 from torchgarden.data.seeding import WorkerSeeder, mix_seed
 
@@ -89,9 +90,13 @@ def shard_for_replica(dataset: IterableDataset, context: InputContext) -> Iterab
                                  world_size=context.num_replicas)
 
 
-def worker_options(params: Any, num_workers: int, pin_memory: bool) -> dict[str, Any]:
-    """The `DataLoader` keyword arguments about workers and pinned memory."""
-    options: dict[str, Any] = {"num_workers": num_workers, "pin_memory": pin_memory}
+def worker_options(params: Any, num_workers: int, pin_memory: bool,
+                   collate_fn: Callable[[list[Any]], Any] | None = None) -> dict[str, Any]:
+    """The `DataLoader` keyword arguments about workers, pinned memory and batching:
+    ``collate_fn`` as it is, or workers' batching into reused shared memory in place of
+    torch's (`pooled_collate`)."""
+    options: dict[str, Any] = {"num_workers": num_workers, "pin_memory": pin_memory,
+                               "collate_fn": collate_fn}
     if num_workers > 0:
         options["persistent_workers"] = bool(getattr(params, "persistent_workers", False))
         prefetch_factor = getattr(params, "prefetch_factor", None)
@@ -102,6 +107,8 @@ def worker_options(params: Any, num_workers: int, pin_memory: bool) -> dict[str,
             options["prefetch_factor"] = prefetch_factor
         # Out-of-order delivery is faster but makes resume inexact.
         options["in_order"] = getattr(params, "deterministic", None) is not False
+        options["collate_fn"] = pooled_collate(collate_fn, num_workers=num_workers,
+                                               prefetch_factor=prefetch_factor)
     return options
 
 
@@ -166,7 +173,8 @@ def build_streaming_loader(
         dataset = shard_for_replica(dataset, context)
     num_workers = getattr(params, "num_workers", 0) or 0
     seed = getattr(params, "seed", None) or 0
-    options = worker_options(params, num_workers, bool(getattr(params, "pin_memory", False)))
+    options = worker_options(params, num_workers, bool(getattr(params, "pin_memory", False)),
+                             collate_fn)
     if drop_last is None:
         drop_last = bool(getattr(params, "is_training", False)) and bool(
             getattr(params, "drop_remainder", True))
@@ -174,7 +182,6 @@ def build_streaming_loader(
         dataset,
         batch_size=batch_size,
         drop_last=drop_last,
-        collate_fn=collate_fn,
         worker_init_fn=WorkerSeeder(seed),
         seed=seed,
         **options,

@@ -117,7 +117,7 @@ def build_tfrecord_loader(
         input_context: This replica's place; None reads ``torch.distributed``.
         collate_fn: Batches examples; None: `tuple_collate` (``(features, labels)``).
     """
-    from torchgarden.data.loader import tuple_collate
+    from torchgarden.data.batch_pool import tuple_collate
     from torchgarden.data.streaming import build_streaming_loader
 
     files = tfrecord_files(params)

@@ -1,4 +1,4 @@
-"""Model Garden's classification parser (``classification_input.Parser``) in torch and PIL.
+"""Model Garden's classification parser (``classification_input.Parser``) in torch and OpenCV.
 
 For one encoded image (JPEG or PNG) and its label:
 
@@ -12,26 +12,27 @@ For one encoded image (JPEG or PNG) and its label:
 * both: normalized with ImageNet's mean and standard deviation (Model Garden's
   ``MEAN_RGB`` / ``STDDEV_RGB``), as a float ``[3, H, W]`` tensor.
 
-JPEGs are decoded with Pillow's draft mode (libjpeg's DCT scaling by 1/2, 1/4 or 1/8) when
-the crop stays at least as large as the output at the reduced scale, which is faster and
-differs from decoding in full by resampling error only (``draft_decode=False`` decodes in
-full). Hooks for further augmentation, each a function of the image and the record's
-``numpy.random.Generator`` returning the image, in Model Garden's order: ``pre_resize``
-(the flipped crop, float ``[3, h, w]`` in 0..255: color jitter), ``post_resize`` (the
-resized image, 0..255: RandAugment / AutoAugment), ``post_normalize`` (the normalized
-image: random erasing).
+JPEGs are decoded with libjpeg-turbo as ``tf.io.decode_jpeg`` decodes them by default (fast
+integer DCT, fancy upsampling: pixels equal to TensorFlow's; ``simplejpeg``), other formats
+with OpenCV (EXIF orientation ignored, as TensorFlow ignores it); the crop is resized in
+float32 by OpenCV, as ``tf.image.resize`` returns float (both from the ``tfrecord`` extra).
+JPEGs decode at a reduced scale (libjpeg's DCT scaling) when the crop stays at least as
+large as the output at that scale, which is faster and differs from decoding in full by
+resampling error only (``draft_decode=False`` decodes in full). Hooks for further
+augmentation, each a function of the image and the record's ``numpy.random.Generator``
+returning the image, in Model Garden's order: ``pre_resize`` (the flipped crop, float
+``[3, h, w]`` in 0..255: color jitter), ``post_resize`` (the resized image, 0..255:
+RandAugment / AutoAugment), ``post_normalize`` (the normalized image: random erasing).
 """
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 __all__ = [
     "ClassificationParser",
@@ -157,42 +158,49 @@ class ClassificationParser:
         return center_crop_box(height, width, self.center_crop_fraction)
 
     def decode_crop(self, encoded: bytes, rng: np.random.Generator) -> torch.Tensor:
-        """The crop of the encoded image as a uint8 ``[3, h, w]`` tensor."""
-        from PIL import Image
+        """The crop of the encoded image as a uint8 ``[3, h, w]`` tensor (a view of the
+        decoded channels-last pixels)."""
+        import simplejpeg
 
-        with Image.open(io.BytesIO(encoded)) as image:
-            width, height = image.size
-            top, left, h, w = self.crop_box(height, width, rng)
-            scale = 1.0
-            if self.draft_decode and image.format == "JPEG":
-                out_h, out_w = self.output_size
-                wanted = (math.ceil(width * out_w / w), math.ceil(height * out_h / h))
-                image.draft("RGB", wanted)
-                scale = image.size[0] / width
-            box = (int(left * scale), int(top * scale),
-                   max(int(left * scale) + 1, round((left + w) * scale)),
-                   max(int(top * scale) + 1, round((top + h) * scale)))
-            image = image if image.mode == "RGB" else image.convert("RGB")
-            pixels = np.array(image.crop(box))
-        return torch.from_numpy(pixels).permute(2, 0, 1)  # a channels-last [3, h, w] view
+        if not simplejpeg.is_jpeg(encoded):
+            pixels = _decode_other(encoded)
+            top, left, h, w = self.crop_box(*pixels.shape[:2], rng)
+            return torch.from_numpy(pixels[top:top + h, left:left + w]).permute(2, 0, 1)
+        height, width = simplejpeg.decode_jpeg_header(encoded)[:2]
+        top, left, h, w = self.crop_box(height, width, rng)
+        wanted = (0, 0)  # In full, unless the crop allows half the size or less.
+        if self.draft_decode:
+            out_h, out_w = self.output_size
+            wanted = (math.ceil(height * out_h / h), math.ceil(width * out_w / w))
+            if 2 * wanted[0] > height or 2 * wanted[1] > width:
+                wanted = (0, 0)
+        pixels = _decode_jpeg(encoded, wanted)
+        scale = pixels.shape[1] / width
+        y0, x0 = int(top * scale), int(left * scale)
+        y1 = max(y0 + 1, round((top + h) * scale))
+        x1 = max(x0 + 1, round((left + w) * scale))
+        return torch.from_numpy(pixels[y0:y1, x0:x1]).permute(2, 0, 1)
 
     def image(self, encoded: bytes, rng: np.random.Generator) -> torch.Tensor:
         """The parsed, normalized float ``[3, H, W]`` image."""
-        pixels = self.decode_crop(encoded, rng)
+        pixels = self.decode_crop(encoded, rng).permute(1, 2, 0).numpy()  # [h, w, 3]
         flip = self.is_training and self.aug_rand_hflip and rng.random() < 0.5
-        linear = self.resize_mode == "bilinear"
-        image = pixels.float()  # channels-last (the decoder's layout): resizes twice as fast
+        image = pixels.astype(np.float32)
         if self.pre_resize:
-            image = image.flip(-1) if flip else image
+            crop = torch.from_numpy(image).permute(2, 0, 1)
+            crop = crop.flip(-1) if flip else crop
             for hook in self.pre_resize:
-                image = hook(image, rng)
-        image = F.interpolate(image[None], size=self.output_size, mode=self.resize_mode,
-                              align_corners=False if linear else None)[0]
-        if flip and not self.pre_resize:  # Resizing is mirror-symmetric: flip after it.
-            image = image.flip(-1)
+                crop = hook(crop, rng)
+            image, flip = crop.permute(1, 2, 0).contiguous().numpy(), False
+        resized = _resize(image, self.output_size, self.resize_mode)
+        if flip:  # Resizing is mirror-symmetric: flip after it (fewer pixels).
+            resized = _cv2().flip(resized, 1)
+        image = torch.from_numpy(resized).permute(2, 0, 1)  # channels-last [3, H, W]
         for hook in self.post_resize:
             image = hook(image, rng)
-        image = image.sub_(_MEAN).div_(_STD).contiguous()
+        normalized = torch.empty(image.shape)  # contiguous
+        torch.sub(image, _MEAN, out=normalized)
+        image = normalized.div_(_STD)
         for hook in self.post_normalize:
             image = hook(image, rng)
         return image
@@ -252,6 +260,51 @@ class ClassificationRecord:
             raise ValueError(f"label {labels.tolist()} is outside [0, {self.num_classes}) "
                              "(task.model.num_classes)")
         return self.parser(decoded, seed)
+
+
+def _cv2() -> Any:
+    """OpenCV, run sequentially: one image is too small to split, and the loader workers
+    are the parallelism (nor does a thread pool survive the fork that starts them)."""
+    import cv2
+
+    if cv2.getNumThreads() != 0:
+        cv2.setNumThreads(0)
+    return cv2
+
+
+def _decode_jpeg(encoded: bytes, min_size: tuple[int, int]) -> np.ndarray:
+    """RGB uint8 ``[h, w, 3]`` pixels of a JPEG as ``tf.io.decode_jpeg`` decodes it, at
+    the smallest DCT scale (1/2 or less) of at least ``min_size`` (``(0, 0)``: in full)."""
+    import simplejpeg
+
+    try:
+        return simplejpeg.decode_jpeg(encoded, "RGB", fastdct=True, fastupsample=False,
+                                      min_height=min_size[0], min_width=min_size[1],
+                                      min_factor=2 if min_size[0] else 1)
+    except ValueError as error:  # CMYK JPEGs, which TurboJPEG does not turn into RGB
+        if "CMYK" not in str(error):
+            raise
+        return _decode_other(encoded)
+
+
+def _decode_other(encoded: bytes) -> np.ndarray:
+    """RGB uint8 ``[h, w, 3]`` pixels of an encoded image of any format OpenCV reads."""
+    cv2 = _cv2()
+    flags = cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION
+    pixels = cv2.imdecode(np.frombuffer(encoded, np.uint8), flags)
+    if pixels is None:
+        raise ValueError(f"image of {len(encoded)} bytes could not be decoded")
+    return pixels
+
+
+def _resize(image: np.ndarray, size: tuple[int, int], mode: str) -> np.ndarray:
+    """``tf.image.resize`` of a float ``[h, w, 3]`` image (half-pixel centers, no
+    antialiasing): OpenCV's ``INTER_LINEAR`` / ``INTER_NEAREST_EXACT``."""
+    cv2 = _cv2()
+    method = cv2.INTER_LINEAR if mode == "bilinear" else cv2.INTER_NEAREST_EXACT
+    if image.shape[:2] == size:
+        return image
+    return cv2.resize(image, (size[1], size[0]), interpolation=method)
 
 
 def _attach_augmenter(parser: ClassificationParser, params: Any) -> None:
