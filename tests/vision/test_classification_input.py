@@ -75,6 +75,24 @@ def test_eval_parse_is_center_crop_resize_normalize():
     torch.testing.assert_close(out, expected)
 
 
+def test_jpeg_pixels_equal_tensorflows_decode_jpeg():
+    # The fixture's pixels are tf.io.decode_jpeg's (TensorFlow 2.21, its default fast
+    # integer DCT): Pillow's and OpenCV's accurate DCT differ by up to 5 levels.
+    fixtures = Path(__file__).parent / "fixtures"
+    jpeg = (fixtures / "noise_56x40.jpg").read_bytes()
+    expected = np.load(fixtures / "noise_56x40.tf_decode_jpeg.npy")
+    parser = ClassificationParser((40, 56), is_training=True, aug_crop=False,
+                                  aug_rand_hflip=False)
+    pixels = parser.decode_crop(jpeg, np.random.default_rng(0))
+    assert pixels.dtype == torch.uint8
+    np.testing.assert_array_equal(pixels.permute(1, 2, 0).numpy(), expected)
+    # No resize at the input size: the image is the normalized pixels.
+    image = parser.image(jpeg, np.random.default_rng(0))
+    normalized = (torch.from_numpy(expected).permute(2, 0, 1).float()
+                  - torch.tensor(MEAN_RGB).view(3, 1, 1)) / torch.tensor(STDDEV_RGB).view(3, 1, 1)
+    torch.testing.assert_close(image, normalized, rtol=0, atol=0)
+
+
 def test_draft_decode_equals_full_decode_within_resampling_error():
     pixels = _checker(256, 320)
     jpeg = encode_image(pixels, "JPEG")

@@ -38,6 +38,7 @@ __all__ = [
     "ClassificationParser",
     "ClassificationRecord",
     "center_crop_box",
+    "decode_image",
     "image_shape",
     "sample_distorted_box",
 ]
@@ -163,7 +164,7 @@ class ClassificationParser:
         import simplejpeg
 
         if not simplejpeg.is_jpeg(encoded):
-            pixels = _decode_other(encoded)
+            pixels = decode_image(encoded)
             top, left, h, w = self.crop_box(*pixels.shape[:2], rng)
             return torch.from_numpy(pixels[top:top + h, left:left + w]).permute(2, 0, 1)
         height, width = simplejpeg.decode_jpeg_header(encoded)[:2]
@@ -174,7 +175,7 @@ class ClassificationParser:
             wanted = (math.ceil(height * out_h / h), math.ceil(width * out_w / w))
             if 2 * wanted[0] > height or 2 * wanted[1] > width:
                 wanted = (0, 0)
-        pixels = _decode_jpeg(encoded, wanted)
+        pixels = decode_image(encoded, wanted)
         scale = pixels.shape[1] / width
         y0, x0 = int(top * scale), int(left * scale)
         y1 = max(y0 + 1, round((top + h) * scale))
@@ -272,23 +273,24 @@ def _cv2() -> Any:
     return cv2
 
 
-def _decode_jpeg(encoded: bytes, min_size: tuple[int, int]) -> np.ndarray:
-    """RGB uint8 ``[h, w, 3]`` pixels of a JPEG as ``tf.io.decode_jpeg`` decodes it, at
-    the smallest DCT scale (1/2 or less) of at least ``min_size`` (``(0, 0)``: in full)."""
+def decode_image(encoded: bytes, min_size: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """RGB uint8 ``[h, w, 3]`` pixels of an encoded image as ``tf.io.decode_image``
+    decodes it (see the module docstring); a JPEG at the smallest DCT scale of 1/2 or less
+    that keeps ``min_size`` (``(0, 0)``, or none: in full).
+
+    Raises:
+        ValueError: The bytes are no image either decoder reads.
+    """
     import simplejpeg
 
-    try:
-        return simplejpeg.decode_jpeg(encoded, "RGB", fastdct=True, fastupsample=False,
-                                      min_height=min_size[0], min_width=min_size[1],
-                                      min_factor=2 if min_size[0] else 1)
-    except ValueError as error:  # CMYK JPEGs, which TurboJPEG does not turn into RGB
-        if "CMYK" not in str(error):
-            raise
-        return _decode_other(encoded)
-
-
-def _decode_other(encoded: bytes) -> np.ndarray:
-    """RGB uint8 ``[h, w, 3]`` pixels of an encoded image of any format OpenCV reads."""
+    if simplejpeg.is_jpeg(encoded):
+        try:
+            return simplejpeg.decode_jpeg(encoded, "RGB", fastdct=True, fastupsample=False,
+                                          min_height=min_size[0], min_width=min_size[1],
+                                          min_factor=2 if min_size[0] else 1)
+        except ValueError as error:  # CMYK JPEGs, which TurboJPEG does not turn into RGB
+            if "CMYK" not in str(error):
+                raise
     cv2 = _cv2()
     flags = cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION
     pixels = cv2.imdecode(np.frombuffer(encoded, np.uint8), flags)

@@ -23,12 +23,11 @@ __all__ = ["DetectionRecord", "SegmentationRecord", "decode_rgb", "detection_loa
 
 
 def decode_rgb(encoded: bytes) -> torch.Tensor:
-    """An encoded image as float ``[3, H, W]`` in [0, 1]."""
-    from PIL import Image
+    """An encoded image as float ``[3, H, W]`` in [0, 1], its pixels as
+    ``tf.io.decode_image`` decodes them (`classification_input.decode_image`)."""
+    from torchgarden.vision.classification_input import decode_image
 
-    with Image.open(io.BytesIO(encoded)) as image:
-        pixels = np.asarray(image.convert("RGB"))
-    return torch.from_numpy(pixels.copy()).permute(2, 0, 1).float().div_(255.0)
+    return torch.from_numpy(decode_image(encoded)).permute(2, 0, 1).float().div_(255.0)
 
 
 def _generator(seed: int) -> torch.Generator:
