@@ -65,3 +65,22 @@ def test_the_first_loop_reports_where_the_start_up_went(tmp_path):
     assert all(v >= 0 for v in parts.values()) and parts["startup/compile"] > 0
     assert abs(total - sum(parts.values())) < 1e-6
     assert f"start-up: {total:.1f} s" in lines[0]
+    # The notice waits for the compile too: it came in the second loop.
+    assert "torchgarden: first 2 train loops (with torch.compile) took" in done.stdout
+
+
+def test_a_model_only_compile_is_timed_as_start_up(tmp_path):
+    """A step the compiled path does not cover (gradient accumulation) calls the
+    torch.compile-d model in its first step: that call is the start-up's compile."""
+    model_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "torchgarden", "train", "--experiment", "image_classification",
+         "--mode", "train", "--model_dir", str(model_dir), "--params_override",
+         "trainer.train_steps=4,trainer.steps_per_loop=2,trainer.summary_interval=2,"
+         "runtime.enable_xla=true,trainer.gradient_accumulation_steps=2"],
+        capture_output=True, text=True, timeout=300, check=True)
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    reported = [r for r in records if "startup/seconds" in r]
+    assert [r["step"] for r in reported] == [2]
+    assert reported[0]["startup/compile"] > 0.1  # Inductor compiled the model in it
+    assert "torchgarden: first train loop (with torch.compile) took" in done.stdout

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from torchgarden.utils import startup
 from torchgarden.utils.logs import flatten
 
 __all__ = ["FirstLoopNotice", "ProgressBar", "flatten_logs", "format_output", "to_host"]
@@ -111,12 +112,14 @@ class ProgressBar:
 
 class FirstLoopNotice:
     """A callback that says the first train loop runs ``what`` besides training (e.g.
-    ``torch.compile`` compiling), and how long that loop took, so a quiet minute is not taken
-    for a hang."""
+    ``torch.compile`` compiling), and how long the loops until it was done took, so a quiet
+    minute is not taken for a hang. A compiled step whose graph is first called after an
+    eager step compiles in the second loop: the notice waits for it."""
 
     def __init__(self, what: str = "torch.compile") -> None:
         self.what = what
         self._start: float | None = None
+        self._loops = 0
         self._done = False
 
     def on_train_loop_begin(self, step: int) -> None:
@@ -126,7 +129,12 @@ class FirstLoopNotice:
                   "(once per process; can take a minute)...", flush=True)
 
     def on_train_loop_end(self, step: int, logs: Any = None) -> None:
-        if self._start is not None and not self._done:
-            self._done = True
-            print(f"torchgarden: first train loop (with {self.what}) took "
-                  f"{time.perf_counter() - self._start:.1f} s.", flush=True)
+        if self._start is None or self._done:
+            return
+        self._loops += 1
+        if startup.pending():  # The compile is still to come (after an eager step).
+            return
+        self._done = True
+        loops = "first train loop" if self._loops == 1 else f"first {self._loops} train loops"
+        print(f"torchgarden: {loops} (with {self.what}) took "
+              f"{time.perf_counter() - self._start:.1f} s.", flush=True)

@@ -105,6 +105,8 @@ def create_trainer(
         forward_model = eager_model
         if params.runtime.enable_xla and (step_fn is None or params.runtime.compile_eval):
             forward_model = torch.compile(eager_model, mode=params.runtime.compile_mode)
+            if train and step_fn is None:  # The eager step calls it: it compiles in step 1.
+                startup.time_first_call(forward_model)
     return trainer_cls(
         task=task, model=model, optimizer=optimizer,
         train_data=build_inputs(task, params.task.train_data, runtime) if train else None,

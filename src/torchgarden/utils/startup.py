@@ -18,8 +18,9 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["add", "expect", "mark_imports", "report", "timed"]
+__all__ = ["add", "expect", "mark_imports", "pending", "report", "time_first_call", "timed"]
 
 _IMPORTED = time.time()  # The fallback start: when torchgarden was first imported.
 _PARTS: dict[str, float] = {}
@@ -67,6 +68,29 @@ def expect(part: str) -> None:
     call, which comes after the optimizer's first, eager, step)."""
     if not _REPORTED:
         _EXPECTED.add(part)
+
+
+def pending() -> bool:
+    """Whether an expected part (a compile) is still to come before the report."""
+    return not _REPORTED and not _EXPECTED.issubset(_PARTS)
+
+
+def time_first_call(module: Any, part: str = "compile") -> None:
+    """Times ``module``'s first call as ``part`` (a ``torch.compile``d module compiles in
+    it), by a pair of forward hooks removed after that call."""
+    expect(part)
+    began: list[float] = []
+
+    def before(*_: Any) -> None:
+        began.append(time.perf_counter())
+
+    def after(*_: Any) -> None:
+        add(part, time.perf_counter() - began[0])
+        first.remove()
+        last.remove()
+
+    first = module.register_forward_pre_hook(before)
+    last = module.register_forward_hook(after)
 
 
 def report(loop_began: float, *, last: bool = False) -> dict[str, float]:
