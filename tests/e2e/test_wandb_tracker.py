@@ -68,8 +68,10 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path, monkeypatch):
 
     runs = sorted(glob.glob(str(model_dir / "wandb" / "offline-run-*")))
     assert len(runs) == 2
-    ids = {os.path.basename(run).rsplit("-", 1)[-1] for run in runs}
-    assert len(ids) == 1  # One W&B run id, kept in the checkpoint.
+    # One W&B run id, kept in the checkpoint: each folder holds run-<id>.wandb (a folder's
+    # name gains "-1" when both runs started within the same second).
+    ids = {os.path.basename(f)[4:-6] for run in runs for f in glob.glob(f"{run}/run-*.wandb")}
+    assert len(ids) == 1
     assert history_steps(runs[0]) == [10, 20]
     assert history_steps(runs[1]) == [30, 40]
     config_keys = [  # The resolved config, as the new run's config only.
