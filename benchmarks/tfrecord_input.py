@@ -88,8 +88,10 @@ def write_data(folder: str, num_shards: int, per_shard: int) -> str:
     return os.path.join(folder, "train-*")
 
 
-def run_torchgarden(pattern: str, workers: int, images: int) -> dict[str, float]:
-    """Images/s of torchgarden's loader (first batch untimed)."""
+def run_torchgarden(pattern: str, workers: int, images: int,
+                    touch: bool = False) -> dict[str, float]:
+    """Images/s of torchgarden's loader (first batch untimed); ``touch``: the consumer
+    reads every batch (sums it), as a training step would."""
     import types
 
     import torch
@@ -116,10 +118,16 @@ def run_torchgarden(pattern: str, workers: int, images: int) -> dict[str, float]
             yield from loader
             epoch += 1
 
-    return _time_batches(repeat(), images, lambda batch: int(batch[0].shape[0]))
+    def count(batch) -> int:
+        if touch:
+            float(batch[0].sum())
+        return int(batch[0].shape[0])
+
+    return _time_batches(repeat(), images, count)
 
 
-def run_tf_data(pattern: str, workers: int, images: int) -> dict[str, float]:
+def run_tf_data(pattern: str, workers: int, images: int,
+                touch: bool = False) -> dict[str, float]:
     """Images/s of Model Garden's tf.data reader and classification parser."""
     import tensorflow as tf
 
@@ -161,7 +169,13 @@ def run_tf_data(pattern: str, workers: int, images: int) -> dict[str, float]:
     options.threading.private_threadpool_size = workers
     options.autotune.enabled = False
     dataset = dataset.with_options(options)
-    return _time_batches(iter(dataset), images, lambda batch: int(batch[0].shape[0]))
+
+    def count(batch) -> int:
+        if touch:
+            float(tf.reduce_sum(batch[0]))
+        return int(batch[0].shape[0])
+
+    return _time_batches(iter(dataset), images, count)
 
 
 def _time_batches(iterator, images: int, count) -> dict[str, float]:
@@ -176,7 +190,8 @@ def _time_batches(iterator, images: int, count) -> dict[str, float]:
 def _measure(kind: str, workers: int, args: argparse.Namespace, pattern: str) -> dict:
     python = args.tf_python if kind == "tf.data" else sys.executable
     command = [python, os.path.abspath(__file__), "--worker", kind, "--workers", str(workers),
-               "--images", str(args.images), "--pattern", pattern]
+               "--images", str(args.images), "--pattern", pattern] + (
+                   ["--touch"] if args.touch else [])
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "src"))
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if out.returncode:
@@ -192,13 +207,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", default="/tmp/tfr_bench", help="shard folder (written once)")
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--per-shard", type=int, default=128)
+    parser.add_argument("--touch", action="store_true",
+                        help="the consumer reads (sums) every batch, as a training step would")
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--pattern", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         run = run_tf_data if args.worker == "tf.data" else run_torchgarden
-        print(json.dumps(run(args.pattern, args.workers, args.images)))
+        print(json.dumps(run(args.pattern, args.workers, args.images, args.touch)))
         return
     pattern = os.path.join(args.data, "train-*")
     if not os.path.exists(os.path.join(args.data, f"train-00000-of-{args.shards:05d}")):
@@ -208,7 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     contenders = [(kind, workers) for kind in kinds for workers in (1, 2)]
     results: dict[tuple[str, int], list[dict]] = {c: [] for c in contenders}
     print(f"# {args.rounds} rounds x {len(contenders)} contenders, {args.images} timed images "
-          f"each, batch {BATCH} at {SIZE}x{SIZE}; load {os.getloadavg()[0]:.2f}")
+          f"each, batch {BATCH} at {SIZE}x{SIZE}{', consumer sums each batch' if args.touch else ''}"
+          f"; load {os.getloadavg()[0]:.2f}")
     for _ in range(args.rounds):
         for contender in random.sample(contenders, len(contenders)):
             results[contender].append(_measure(*contender, args, pattern))
