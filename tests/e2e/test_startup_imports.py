@@ -46,17 +46,10 @@ def test_a_default_one_step_run_imports_only_what_it_uses(tmp_path):
 def test_the_first_loop_reports_where_the_start_up_went(tmp_path):
     """Compiled: the first step is eager (the optimizer makes its state), the graph's first
     call comes in the second loop, so that loop's line reports the start-up, compile too."""
-    model_dir = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "torchgarden", "train", "--experiment", "image_classification",
-         "--mode", "train", "--model_dir", str(model_dir), "--params_override",
-         "trainer.train_steps=6,trainer.steps_per_loop=2,trainer.summary_interval=2,"
-         "runtime.enable_xla=true,runtime.steps_per_graph=2"],
-        capture_output=True, text=True, timeout=300, check=True)
+    done, reported = _compiled_run(tmp_path / "run", "trainer.train_steps=6,"
+                                   "runtime.steps_per_graph=2")
     lines = [line for line in done.stdout.splitlines() if "start-up: " in line]
     assert len(lines) == 1 and "step:      4" in lines[0], done.stdout
-    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
-    reported = [r for r in records if "startup/seconds" in r]
     assert [r["step"] for r in reported] == [4]  # once per process, with that loop's summary
     parts = {k: v for k, v in reported[0].items() if k.startswith("startup/")}
     total = parts.pop("startup/seconds")
@@ -72,15 +65,20 @@ def test_the_first_loop_reports_where_the_start_up_went(tmp_path):
 def test_a_model_only_compile_is_timed_as_start_up(tmp_path):
     """A step the compiled path does not cover (gradient accumulation) calls the
     torch.compile-d model in its first step: that call is the start-up's compile."""
-    model_dir = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "torchgarden", "train", "--experiment", "image_classification",
-         "--mode", "train", "--model_dir", str(model_dir), "--params_override",
-         "trainer.train_steps=4,trainer.steps_per_loop=2,trainer.summary_interval=2,"
-         "runtime.enable_xla=true,trainer.gradient_accumulation_steps=2"],
-        capture_output=True, text=True, timeout=300, check=True)
-    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
-    reported = [r for r in records if "startup/seconds" in r]
+    done, reported = _compiled_run(tmp_path / "run", "trainer.train_steps=4,"
+                                   "trainer.gradient_accumulation_steps=2")
     assert [r["step"] for r in reported] == [2]
     assert reported[0]["startup/compile"] > 0.1  # Inductor compiled the model in it
     assert "torchgarden: first train loop (with torch.compile) took" in done.stdout
+
+
+def _compiled_run(model_dir, overrides: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """A compiled digits run in loops of 2 steps: the process and its start-up records."""
+    done = subprocess.run(
+        [sys.executable, "-m", "torchgarden", "train", "--experiment", "image_classification",
+         "--mode", "train", "--model_dir", str(model_dir), "--params_override",
+         "trainer.steps_per_loop=2,trainer.summary_interval=2,runtime.enable_xla=true,"
+         + overrides],
+        capture_output=True, text=True, timeout=300, check=True)
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    return done, [r for r in records if "startup/seconds" in r]
