@@ -119,11 +119,11 @@ def test_an_unbuildable_option_is_refused_in_one_line(mg_yaml, tmp_path, capsys)
     model_dir = tmp_path / "refused"
     code = main(["train", "--experiment", "resnet_imagenet", "--model_dir", str(model_dir),
                  "--config_file", mg_yaml, "--params_override",
-                 "task.model.backbone.resnet.se_ratio=0.25"])
+                 "task.model.backbone.resnet.resnetd_shortcut=true"])
     assert code == 2 and not model_dir.exists()
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("torchgarden: error: task.model.backbone.resnet.se_ratio: 0.25 needs a "
-                       "squeeze-and-excitation ResNet, which no installed library builds "
+    assert err[-1] == ("torchgarden: error: task.model.backbone.resnet.resnetd_shortcut: True "
+                       "needs ResNet-D shortcuts, which no installed library builds "
                        "(transformers' ResNet has none)")
 
 

@@ -1,7 +1,7 @@
 """A Model Garden segmentation YAML (deeplabv3plus_resnet101_cityscapes_gpu.yaml as published)
-is refused in one line for the one option no library builds, and with that option off and
-small sizes it trains DeepLabV3+ on a dilated transformers ResNet for 2 steps on TFRecord
-shards in Model Garden's segmentation schema."""
+is accepted whole, and with small sizes it trains DeepLabV3+ on a dilated transformers ResNet
+with squeeze-and-excitation blocks for 2 steps on TFRecord shards in Model Garden's
+segmentation schema."""
 
 from __future__ import annotations
 
@@ -106,24 +106,13 @@ def mg_yaml(tmp_path):
     return str(path)
 
 
-def test_the_published_yaml_is_refused_in_one_line_naming_se_ratio(mg_yaml, tmp_path, capsys):
-    model_dir = tmp_path / "refused"
-    code = main(["train", "--experiment", EXPERIMENT, "--model_dir", str(model_dir),
-                 "--config_file", mg_yaml])
-    assert code == 2 and not model_dir.exists()
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("torchgarden: error: task.model.backbone.dilated_resnet.se_ratio: 0.25 "
-                       "needs a squeeze-and-excitation ResNet, which no installed library "
-                       "builds (transformers' ResNet has none)")
-
-
-def test_without_se_the_yaml_is_accepted_whole_with_model_gardens_meaning(mg_yaml, capsys):
-    assert main(["config", "--experiment", EXPERIMENT, "--config_file", mg_yaml,
-                 "--params_override", "task.model.backbone.dilated_resnet.se_ratio=0"]) == 0
+def test_the_yaml_is_accepted_whole_with_model_gardens_meaning(mg_yaml, capsys):
+    assert main(["config", "--experiment", EXPERIMENT, "--config_file", mg_yaml]) == 0
     task = yaml.safe_load(capsys.readouterr().out)["task"]
     model = task["model"]
     assert model["input_size"] == [None, None, 3]
     assert model["backbone"]["dilated_resnet"]["multigrid"] == [1, 2, 4]
+    assert model["backbone"]["dilated_resnet"]["se_ratio"] == 0.25
     # From the registered experiment, as in Model Garden: ASPP and head at level 4.
     assert model["decoder"]["type"] == "aspp" and model["decoder"]["aspp"] == {
         "level": 4, "dilation_rates": [6, 12, 18], "dropout_rate": 0.0, "num_filters": 256,
@@ -141,7 +130,6 @@ def test_the_yaml_trains_deeplabv3plus_on_model_garden_tfrecords(mg_yaml, tmp_pa
     write_segmentation_shards(data, image_size=(64, 128), num_classes=19, prefix="val",
                               num_shards=1, seed=1)
     small = ",".join([
-        "task.model.backbone.dilated_resnet.se_ratio=0",
         "task.model.backbone.dilated_resnet.model_id=50",
         "task.model.decoder.aspp.pool_kernel_size=[32,64]",
         "task.model.decoder.aspp.num_filters=16", "task.model.head.num_filters=16",
@@ -161,6 +149,7 @@ def test_the_yaml_trains_deeplabv3plus_on_model_garden_tfrecords(mg_yaml, tmp_pa
     assert code == 0
     params = ExperimentConfig.from_yaml(os.path.join(model_dir, "params.yaml"))
     assert params.task.model.backbone.dilated_resnet.stem_type == "v1"
+    assert params.task.model.backbone.dilated_resnet.se_ratio == 0.25
     assert params.runtime.mixed_precision_dtype == "float16"  # the YAML's runtime, as it is
     with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
         lines = [json.loads(line) for line in f]

@@ -67,6 +67,27 @@ def test_the_v1_stem_is_three_3x3_convolutions_into_128_channels():
     assert built(torch.zeros(1, 3, 64, 64))["4"].shape[-1] == 4
 
 
+@pytest.mark.parametrize("kind", ["resnet", "dilated_resnet"])
+def test_se_ratio_adds_model_gardens_squeeze_excitation_to_every_block(kind):
+    from torchgarden.models.dilated_resnet import SqueezeExcitation
+
+    plain = _pyramid(kind, model_id=50)
+    built = _pyramid(kind, model_id=50, se_ratio=0.25, stochastic_depth_drop_rate=0.2)
+    blocks = [layer for stage in built.model.encoder.stages for layer in stage.layers]
+    excites = [layer.layer[-2] for layer in blocks]  # then the stochastic depth's drop
+    assert len(blocks) == 16 and all(isinstance(e, SqueezeExcitation) for e in excites)
+    widths = [e.reduce.in_channels for e in excites]
+    assert [e.reduce.out_channels for e in excites] == [w // 4 for w in widths]
+    added = sum(2 * w * (w // 4) + w // 4 + w for w in widths)  # two 1x1 convs with biases
+    assert _params(built) == _params(plain) + added
+    excite = excites[0].eval()
+    x = torch.randn(2, widths[0], 5, 5)
+    gate = torch.sigmoid(excite.expand(torch.relu(excite.reduce(x.mean((2, 3), keepdim=True)))))
+    torch.testing.assert_close(excite(x), x * gate)
+    assert all(e.reduce.bias.abs().sum() == 0 for e in excites)  # biases start at zero
+    assert built(torch.zeros(1, 3, 64, 64))["5" if kind == "resnet" else "4"].shape[1] == 2048
+
+
 def test_aspp_has_a_branch_per_rate_and_pools_with_model_gardens_kernel():
     aspp = ASPP(8, level="4", dilation_rates=[6, 12], num_filters=4, activation="swish",
                 pool_kernel_size=[32, 32])
@@ -160,7 +181,7 @@ def test_experiments_needing_what_is_not_built_are_refused_naming_the_key(name, 
 
 
 @pytest.mark.parametrize("override, key", [
-    ({"model": {"backbone": {"dilated_resnet": {"se_ratio": 0.25}}}},
+    ({"model": {"backbone": {"dilated_resnet": {"se_ratio": 1.5}}}},
      "task.model.backbone.dilated_resnet.se_ratio"),
     ({"model": {"backbone": {"dilated_resnet": {"multigrid": [1, 2]}}}},
      "task.model.backbone.dilated_resnet.multigrid"),

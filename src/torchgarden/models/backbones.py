@@ -95,7 +95,8 @@ class ResNet(Config):
     stem_type: str = "v0"
     """``v0``: one 7x7 convolution; ``v1`` (the ResNet-D stem) is refused. Defaults to v0."""
     se_ratio: float = 0.0
-    """Squeeze-and-excitation ratio; only 0 (none) is built. Defaults to 0.0."""
+    """Squeeze-and-excitation in every block, reducing to ``int(channels * se_ratio)``
+    channels; 0: none. Defaults to 0.0."""
     stochastic_depth_drop_rate: float = 0.0
     """Stochastic depth of the last stage; stage ``i`` (0..3) drops each block's residual
     branch with probability ``rate * (i + 2) / 5``. Defaults to 0.0."""
@@ -116,7 +117,6 @@ class ResNet(Config):
                              tuple(str(k) for k in RESNET_SPECS))
         why = "transformers' ResNet has none"
         checks = [
-            ("se_ratio", self.se_ratio > 0, "a squeeze-and-excitation ResNet", why),
             ("stem_type", self.stem_type != "v0", "the ResNet-D (v1) stem", why),
             ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why),
             ("replace_stem_max_pool", self.replace_stem_max_pool, "a strided-conv stem",
@@ -125,6 +125,7 @@ class ResNet(Config):
              "transformers' ResNet trains its batch norm; freeze it with a fine-tuning config"),
         ]
         _raise_first(key, self, checks)
+        _check_se_ratio(key, self.se_ratio)
         if self.depth_multiplier <= 0:
             raise ConfigError(f"{key}.depth_multiplier must be > 0, received "
                               f"{self.depth_multiplier}", key=f"{key}.depth_multiplier")
@@ -145,7 +146,8 @@ class DilatedResNet(Config):
     last_stage_repeats: int = 1
     """Copies of the last stage, each dilated twice as much as the one before. Defaults to 1."""
     se_ratio: float = 0.0
-    """Squeeze-and-excitation ratio; only 0 (none) is built. Defaults to 0.0."""
+    """Squeeze-and-excitation in every block, reducing to ``int(channels * se_ratio)``
+    channels; 0: none. Defaults to 0.0."""
     stochastic_depth_drop_rate: float = 0.0
     """Stochastic depth of the last stage; stage ``i`` drops each block's residual branch with
     probability ``rate * (i + 2) / (4 + last_stage_repeats)``. Defaults to 0.0."""
@@ -162,8 +164,8 @@ class DilatedResNet(Config):
                 raise not_one_of(f"{key}.{name}", getattr(self, name), tuple(map(str, valid)))
         why = "transformers' ResNet has none"
         _raise_first(key, self, [
-            ("se_ratio", self.se_ratio > 0, "a squeeze-and-excitation ResNet", why),
             ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why)])
+        _check_se_ratio(key, self.se_ratio)
         grid = self.multigrid
         for name, bad, requirement in (  # every model_id's last stage has 3 blocks
                 ("multigrid", grid is not None and (len(grid) != 3 or min(grid) < 1),
@@ -324,6 +326,12 @@ def _raise_first(key: str, block: Config,
     for name, bad, needs, why in checks:
         if bad:
             raise _refusal(f"{key}.{name}", getattr(block, name), needs, why)
+
+
+def _check_se_ratio(key: str, se_ratio: float) -> None:
+    if not 0 <= se_ratio <= 1:
+        raise ConfigError(f"{key}.se_ratio must be in [0, 1] (0: no squeeze-and-excitation), "
+                          f"received {se_ratio}", key=f"{key}.se_ratio")
 
 
 #: Model Garden backbone families no installed library builds.

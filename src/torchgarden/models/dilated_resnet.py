@@ -1,4 +1,5 @@
-"""Model Garden's dilated (DeepLab) ResNet, built from transformers' ResNet.
+"""Model Garden's dilated (DeepLab) ResNet and its squeeze-and-excitation blocks, built
+from transformers' ResNet.
 
 `dilated_resnet_settings` gives transformers' ``ResNetConfig`` keywords with Model Garden's
 depth for ``model_id`` (the last stage repeated ``last_stage_repeats`` times);
@@ -11,6 +12,8 @@ depth for ``model_id`` (the last stage repeated ``last_stage_repeats`` times);
   become 1 and its 3x3 convolutions dilate by 2, 4, ... (one doubling per stage), the blocks
   of the last stage (and its repeats) times ``multigrid``. With the ``v0`` stem the
   parameters are those of the undilated network.
+
+`add_squeeze_excitation` adds Model Garden's ``se_ratio`` blocks to a ResNet of either kind.
 
 Example:
     >>> block = DilatedResNet(model_id=50, output_stride=16, multigrid=[1, 2, 4])
@@ -25,11 +28,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from torch import nn
 
 from torchgarden.models.backbones import RESNET_SPECS, DilatedResNet
 
-__all__ = ["dilate_resnet", "dilated_resnet_settings"]
+__all__ = ["SqueezeExcitation", "add_squeeze_excitation", "dilate_resnet",
+           "dilated_resnet_settings"]
 
 
 def dilated_resnet_settings(block: DilatedResNet, activation: str, *,
@@ -77,3 +82,41 @@ def _dilate_layer(layer: nn.Module, rate: int) -> None:
             module.stride = (1, 1)
             if module.kernel_size == (3, 3):
                 module.dilation, module.padding = (rate, rate), (rate, rate)
+
+
+class SqueezeExcitation(nn.Module):
+    """Model Garden's ``SqueezeExcitation`` as its ResNet blocks use it: the spatial mean,
+    a 1x1 convolution to ``max(1, int(channels * se_ratio))`` channels, ReLU, a 1x1
+    convolution back, and the input scaled by the sigmoid of that.
+
+    Args:
+        channels: Channels in and out.
+        se_ratio: Reduction ratio, in (0, 1].
+    """
+
+    def __init__(self, channels: int, se_ratio: float) -> None:
+        super().__init__()
+        reduced = max(1, int(channels * se_ratio))
+        self.reduce = nn.Conv2d(channels, reduced, 1)
+        self.expand = nn.Conv2d(reduced, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        squeezed = x.mean((2, 3), keepdim=True)
+        return x * torch.sigmoid(self.expand(torch.relu(self.reduce(squeezed))))
+
+
+def add_squeeze_excitation(model: nn.Module, se_ratio: float) -> None:
+    """Appends a `SqueezeExcitation` to every block's residual branch of a transformers
+    ResNet, after its last batch norm (before stochastic depth and the shortcut, as in Model
+    Garden's blocks); the convolutions start as the library's do, their biases at zero."""
+    if not se_ratio:
+        return
+    init = getattr(model, "_init_weights", None)
+    for stage in model.encoder.stages:
+        for block in stage.layers:
+            excite = SqueezeExcitation(block.layer[-1].convolution.out_channels, se_ratio)
+            if init is not None:
+                excite.apply(init)
+            for conv in (excite.reduce, excite.expand):
+                nn.init.zeros_(conv.bias)
+            block.layer.append(excite)

@@ -35,7 +35,11 @@ from torchgarden.models.backbones import (
     Backbone,
     NormActivation,
 )
-from torchgarden.models.dilated_resnet import dilate_resnet, dilated_resnet_settings
+from torchgarden.models.dilated_resnet import (
+    add_squeeze_excitation,
+    dilate_resnet,
+    dilated_resnet_settings,
+)
 from torchgarden.models.names import require_library
 from torchgarden.models.transformers_models import transformers_config
 
@@ -163,8 +167,7 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
         features = _last_width(model)
         if backbone.type in ("resnet", "dilated_resnet"):
             follow_activation(model, config.hidden_act)
-            _add_resnet_stochastic_depth(model, backbone.get().stochastic_depth_drop_rate,
-                                         len(model.encoder.stages))
+            _finish_resnet_blocks(model, backbone.get(), len(model.encoder.stages))
     return GardenBackbone(model, kind=backbone.type or "", num_features=features)
 
 
@@ -208,7 +211,7 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
                                ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key,
                                prepare=prepare)
         follow_activation(built.model, activation)
-        _add_resnet_stochastic_depth(built.model, block.stochastic_depth_drop_rate, stages)
+        _finish_resnet_blocks(built.model, block, stages)
         return built
     if backbone.name:
         return build_backbone(backbone.name, in_channels=in_channels,
@@ -330,11 +333,13 @@ def _add_stochastic_depth(model: nn.Module, rate: float, *, key: str) -> None:
         block.dropout = DropoutDropPath(block.dropout, rate * (i + 1) / len(blocks))
 
 
-def _add_resnet_stochastic_depth(model: nn.Module, rate: float, stages: int = 4) -> None:
-    """Stochastic depth ``rate * (i + 2) / (stages + 1)`` in stage ``i`` of ``stages``
-    (Model Garden's ResNet and dilated ResNet), on each
-    block's residual branch after its last batch norm, before the shortcut is added. The drop
-    is appended to the block's ``nn.Sequential``, so state-dict keys do not change."""
+def _finish_resnet_blocks(model: nn.Module, block: Any, stages: int = 4) -> None:
+    """Model Garden's ``se_ratio`` and stochastic depth (``rate * (i + 2) / (stages + 1)``
+    in stage ``i`` of ``stages``) on each block's residual branch (ResNet and dilated
+    ResNet), after its last batch norm, before the shortcut is added; appended to the
+    block's ``nn.Sequential`` (the drop adds no state-dict key)."""
+    add_squeeze_excitation(model, block.se_ratio)
+    rate = block.stochastic_depth_drop_rate
     if not rate:
         return
     for i, stage in enumerate(model.encoder.stages):

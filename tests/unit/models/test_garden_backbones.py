@@ -171,15 +171,15 @@ def test_vit_original_init_false_draws_kernels_with_std_002():
 
 
 @pytest.mark.parametrize("spec, key, words", [
-    ({"resnet": {"se_ratio": 0.25}}, "resnet.se_ratio", "squeeze-and-excitation"),
+    ({"resnet": {"se_ratio": 1.5}}, "resnet.se_ratio", "must be in [0, 1]"),
     ({"resnet": {"stem_type": "v1"}}, "resnet.stem_type", "ResNet-D (v1) stem"),
     ({"resnet": {"resnetd_shortcut": True}}, "resnet.resnetd_shortcut", "ResNet-D shortcuts"),
     ({"resnet": {"replace_stem_max_pool": True}}, "resnet.replace_stem_max_pool", "stem"),
     ({"resnet": {"bn_trainable": False}}, "resnet.bn_trainable", "frozen batch norm"),
     ({"resnet": {"model_id": 51}}, "resnet.model_id", "is not one of"),
     ({"type": "spinenet"}, "type", "SpineNet"),
-    ({"type": "dilated_resnet", "dilated_resnet": {"se_ratio": 0.25}},
-     "dilated_resnet.se_ratio", "squeeze-and-excitation"),
+    ({"type": "dilated_resnet", "dilated_resnet": {"se_ratio": -0.1}},
+     "dilated_resnet.se_ratio", "must be in [0, 1]"),
     ({"type": "dilated_resnet", "dilated_resnet": {"resnetd_shortcut": True}},
      "dilated_resnet.resnetd_shortcut", "ResNet-D shortcuts"),
     ({"type": "dilated_resnet", "dilated_resnet": {"model_id": 34}},
