@@ -119,12 +119,13 @@ def test_an_unbuildable_option_is_refused_in_one_line(mg_yaml, tmp_path, capsys)
     model_dir = tmp_path / "refused"
     code = main(["train", "--experiment", "resnet_imagenet", "--model_dir", str(model_dir),
                  "--config_file", mg_yaml, "--params_override",
-                 "task.model.backbone.resnet.resnetd_shortcut=true"])
+                 "task.model.backbone.resnet.bn_trainable=false"])
     assert code == 2 and not model_dir.exists()
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("torchgarden: error: task.model.backbone.resnet.resnetd_shortcut: True "
-                       "needs ResNet-D shortcuts, which no installed library builds "
-                       "(transformers' ResNet has none)")
+    assert err[-1] == ("torchgarden: error: task.model.backbone.resnet.bn_trainable: False needs "
+                       "frozen batch norm in the backbone, which no installed library builds "
+                       "(transformers' ResNet trains its batch norm; freeze it with a "
+                       "fine-tuning config)")
 
 
 def test_old_torchgarden_keys_are_mapped_with_a_notice(tmp_path, capsys):

@@ -8,9 +8,8 @@ written against one of them means here what it means there::
 
     torchgarden train --experiment resnet_imagenet --config_file imagenet_resnet50_gpu.yaml
 
-Where the model needs what no installed library builds (ResNet-RS: squeeze-and-excitation
-and the ResNet-D stem; RevNet), the experiment is registered all the same and validation
-refuses it in one line naming the key.
+Where the model needs what no installed library builds (RevNet), the experiment is
+registered all the same and validation refuses it in one line naming the key.
 
 This module is torch-free.
 """
@@ -104,8 +103,8 @@ def resnet_imagenet() -> ExperimentConfig:
 
 @register_experiment("resnet_rs_imagenet")
 def resnet_rs_imagenet() -> ExperimentConfig:
-    """ResNet-RS-50 at 160x160 (Model Garden's ``resnet_rs_imagenet``); refused at validation:
-    its squeeze-and-excitation blocks and ResNet-D stem are built by no installed library."""
+    """ResNet-RS-50 at 160x160 (Model Garden's ``resnet_rs_imagenet``): the ResNet-D stem and
+    shortcuts, squeeze-and-excitation blocks and stochastic depth on transformers' ResNet."""
     steps_per_epoch = IMAGENET_TRAIN_EXAMPLES // 4096
     return imagenet_experiment(
         model={"input_size": [160, 160, 3], "dropout_rate": 0.25,

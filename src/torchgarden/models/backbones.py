@@ -93,7 +93,8 @@ class ResNet(Config):
     depth_multiplier: float = 1.0
     """Scales every stage's width (and the stem's, with ``scale_stem``). Defaults to 1.0."""
     stem_type: str = "v0"
-    """``v0``: one 7x7 convolution; ``v1`` (the ResNet-D stem) is refused. Defaults to v0."""
+    """``v0``: one 7x7 convolution; ``v1`` (the ResNet-D stem): three 3x3 ones (32, 32, 64,
+    scaled with the stem). Defaults to v0."""
     se_ratio: float = 0.0
     """Squeeze-and-excitation in every block, reducing to ``int(channels * se_ratio)``
     channels; 0: none. Defaults to 0.0."""
@@ -103,10 +104,11 @@ class ResNet(Config):
     scale_stem: bool = True
     """Whether ``depth_multiplier`` scales the stem too. Defaults to True."""
     resnetd_shortcut: bool = False
-    """ResNet-D shortcuts (average pool + 1x1); only False is built. Defaults to False."""
+    """ResNet-D shortcuts: a 2x2 average pool with the block's stride, then the 1x1
+    convolution. Defaults to False."""
     replace_stem_max_pool: bool = False
-    """A strided 3x3 convolution instead of the stem's max pool; only False is built.
-    Defaults to False."""
+    """A stride-2 3x3 convolution (``64 * depth_multiplier`` filters) instead of the stem's
+    max pool. Defaults to False."""
     bn_trainable: bool = True
     """Whether batch norm layers train; only True is built. Defaults to True."""
 
@@ -115,12 +117,12 @@ class ResNet(Config):
         if self.model_id not in RESNET_SPECS:
             raise not_one_of(f"{key}.model_id", self.model_id,  # type: ignore[arg-type]
                              tuple(str(k) for k in RESNET_SPECS))
-        why = "transformers' ResNet has none"
+        if self.stem_type not in ("v0", "v1"):
+            raise not_one_of(f"{key}.stem_type", self.stem_type, ("v0", "v1"))
         checks = [
-            ("stem_type", self.stem_type != "v0", "the ResNet-D (v1) stem", why),
-            ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why),
-            ("replace_stem_max_pool", self.replace_stem_max_pool, "a strided-conv stem",
-             "transformers' ResNet stem always max-pools"),
+            ("replace_stem_max_pool", self.replace_stem_max_pool and not self.scale_stem
+             and self.depth_multiplier != 1, "a stem narrower than its stride-2 convolution",
+             "with scale_stem: false and a depth_multiplier, set scale_stem: true"),
             ("bn_trainable", not self.bn_trainable, "frozen batch norm in the backbone",
              "transformers' ResNet trains its batch norm; freeze it with a fine-tuning config"),
         ]
@@ -152,7 +154,7 @@ class DilatedResNet(Config):
     """Stochastic depth of the last stage; stage ``i`` drops each block's residual branch with
     probability ``rate * (i + 2) / (4 + last_stage_repeats)``. Defaults to 0.0."""
     resnetd_shortcut: bool = False
-    """ResNet-D shortcuts; only False is built. Defaults to False."""
+    """ResNet-D shortcuts (see `ResNet`). Defaults to False."""
     replace_stem_max_pool: bool = False
     """A strided 3x3 convolution (64 filters) instead of the stem's max pool. Defaults to False."""
 
@@ -162,9 +164,6 @@ class DilatedResNet(Config):
                             ("output_stride", (4, 8, 16, 32)), ("stem_type", ("v0", "v1"))):
             if getattr(self, name) not in valid:
                 raise not_one_of(f"{key}.{name}", getattr(self, name), tuple(map(str, valid)))
-        why = "transformers' ResNet has none"
-        _raise_first(key, self, [
-            ("resnetd_shortcut", self.resnetd_shortcut, "ResNet-D shortcuts", why)])
         _check_se_ratio(key, self.se_ratio)
         grid = self.multigrid
         for name, bad, requirement in (  # every model_id's last stage has 3 blocks

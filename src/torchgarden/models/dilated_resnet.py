@@ -13,7 +13,11 @@ depth for ``model_id`` (the last stage repeated ``last_stage_repeats`` times);
   of the last stage (and its repeats) times ``multigrid``. With the ``v0`` stem the
   parameters are those of the undilated network.
 
-`add_squeeze_excitation` adds Model Garden's ``se_ratio`` blocks to a ResNet of either kind.
+`add_squeeze_excitation` adds Model Garden's ``se_ratio`` blocks to a ResNet of either kind,
+`resnetd_shortcuts` its ResNet-D shortcuts (``resnetd_shortcut``: a 2x2 average pool with the
+block's stride, "same" padding, then the 1x1 convolution at stride 1), and `resnet_stem`
+its stems (``stem_type: v1``: three 3x3 convolutions, 32, 32 and 64 filters scaled with the
+stem for ``resnet``, 64, 64 and 128 for the dilated ResNet; ``replace_stem_max_pool``).
 
 Example:
     >>> block = DilatedResNet(model_id=50, output_stride=16, multigrid=[1, 2, 4])
@@ -29,12 +33,13 @@ import math
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from torchgarden.models.backbones import RESNET_SPECS, DilatedResNet
+from torchgarden.models.backbones import RESNET_SPECS, DilatedResNet, ResNet
 
-__all__ = ["SqueezeExcitation", "add_squeeze_excitation", "dilate_resnet",
-           "dilated_resnet_settings"]
+__all__ = ["SameAvgPool2d", "SqueezeExcitation", "add_squeeze_excitation", "dilate_resnet",
+           "dilated_resnet_settings", "resnet_options", "resnet_stem", "resnetd_shortcuts"]
 
 
 def dilated_resnet_settings(block: DilatedResNet, activation: str, *,
@@ -52,27 +57,28 @@ def dilated_resnet_settings(block: DilatedResNet, activation: str, *,
 def dilate_resnet(model: nn.Module, block: DilatedResNet, *, activation: str) -> None:
     """Turns a transformers ``ResNetModel``/``ResNetBackbone`` of `dilated_resnet_settings`
     into Model Garden's dilated ResNet (stem, strides, dilations), in place."""
-    from transformers.models.resnet.modeling_resnet import ResNetConvLayer
-
-    embeddings = model.embedder
-    channels = embeddings.embedder.convolution.in_channels
-    if block.stem_type == "v1":
-        embeddings.embedder = nn.Sequential(
-            ResNetConvLayer(channels, 64, stride=2, activation=activation),
-            ResNetConvLayer(64, 64, activation=activation),
-            ResNetConvLayer(64, 128, activation=activation))
-    if block.replace_stem_max_pool:
-        width = 128 if block.stem_type == "v1" else 64
-        embeddings.pooler = ResNetConvLayer(width, 64, stride=2, activation=activation)
-    init = getattr(model, "_init_weights", None)  # new layers start as the library's do
-    if init is not None and (block.stem_type == "v1" or block.replace_stem_max_pool):
-        embeddings.apply(init)
+    resnet_stem(model, widths=(64, 64, 128) if block.stem_type == "v1" else None,
+                pool_width=64 if block.replace_stem_max_pool else None, activation=activation)
     stages = list(model.encoder.stages)
     normal = int(math.log2(block.output_stride)) - 2  # stages 0..normal keep their strides
     for i, stage in enumerate(stages[normal + 1:], start=normal + 1):
         grid = block.multigrid if i >= 3 and block.multigrid else [1] * len(stage.layers)
         for layer, factor in zip(stage.layers, grid, strict=True):
             _dilate_layer(layer, 2 ** (i - normal) * factor)
+    if block.resnetd_shortcut:
+        resnetd_shortcuts(model)
+
+
+def resnet_options(model: nn.Module, block: ResNet, *, activation: str) -> None:
+    """Model Garden's ``resnet`` stem and shortcut options on a transformers ``ResNetModel``
+    built with ``embedding_size = int(64 * stem multiplier)``, in place."""
+    stem = 64 * (block.depth_multiplier if block.scale_stem else 1.0)
+    resnet_stem(model, widths=(int(stem / 2), int(stem / 2), int(stem))
+                if block.stem_type == "v1" else None,
+                pool_width=int(64 * block.depth_multiplier) if block.replace_stem_max_pool
+                else None, activation=activation)
+    if block.resnetd_shortcut:
+        resnetd_shortcuts(model)
 
 
 def _dilate_layer(layer: nn.Module, rate: int) -> None:
@@ -120,3 +126,59 @@ def add_squeeze_excitation(model: nn.Module, se_ratio: float) -> None:
             for conv in (excite.reduce, excite.expand):
                 nn.init.zeros_(conv.bias)
             block.layer.append(excite)
+
+
+class SameAvgPool2d(nn.Module):
+    """Keras' ``AveragePooling2D(pool_size, strides, padding="same")``: the input padded as
+    TensorFlow pads (the extra row and column at the end), each output the mean of the
+    window's pixels inside the image."""
+
+    def __init__(self, pool_size: int, stride: int) -> None:
+        super().__init__()
+        self.pool_size, self.stride = pool_size, stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pads = []
+        for size in (x.shape[-1], x.shape[-2]):  # F.pad's order: last dimension first
+            total = max((math.ceil(size / self.stride) - 1) * self.stride + self.pool_size
+                        - size, 0)
+            pads += [total // 2, total - total // 2]
+        ones = torch.ones_like(x[:1, :1])
+        sums = F.avg_pool2d(F.pad(x, pads), self.pool_size, self.stride)
+        return sums / F.avg_pool2d(F.pad(ones, pads), self.pool_size, self.stride)
+
+
+def resnetd_shortcuts(model: nn.Module) -> None:
+    """ResNet-D shortcuts on every projecting block of a transformers ResNet (after any
+    dilation: the pool takes the block's stride, the 1x1 convolution none)."""
+    for stage in model.encoder.stages:
+        for block in stage.layers:
+            shortcut = block.shortcut
+            convolution = getattr(shortcut, "convolution", None)
+            if convolution is None:  # An identity shortcut.
+                continue
+            stride = convolution.stride[0]
+            convolution.stride = (1, 1)
+            block.shortcut = nn.Sequential(SameAvgPool2d(2, stride), shortcut)
+
+
+def resnet_stem(model: nn.Module, *, widths: tuple[int, int, int] | None,
+                pool_width: int | None, activation: str) -> None:
+    """A Model Garden stem on a transformers ``ResNetModel`` in place: three 3x3
+    convolutions of ``widths`` (the first at stride 2; None: the 7x7 convolution stays), and
+    a stride-2 3x3 convolution to ``pool_width`` instead of the max pool (None: it stays)."""
+    from transformers.models.resnet.modeling_resnet import ResNetConvLayer
+
+    embeddings = model.embedder
+    channels = embeddings.embedder.convolution.in_channels
+    if widths is not None:
+        embeddings.embedder = nn.Sequential(
+            ResNetConvLayer(channels, widths[0], stride=2, activation=activation),
+            ResNetConvLayer(widths[0], widths[1], activation=activation),
+            ResNetConvLayer(widths[1], widths[2], activation=activation))
+    if pool_width is not None:
+        width = widths[2] if widths is not None else embeddings.embedder.convolution.out_channels
+        embeddings.pooler = ResNetConvLayer(width, pool_width, stride=2, activation=activation)
+    init = getattr(model, "_init_weights", None)  # new layers start as the library's do
+    if init is not None and (widths is not None or pool_width is not None):
+        embeddings.apply(init)

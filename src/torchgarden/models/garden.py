@@ -39,6 +39,7 @@ from torchgarden.models.dilated_resnet import (
     add_squeeze_excitation,
     dilate_resnet,
     dilated_resnet_settings,
+    resnet_options,
 )
 from torchgarden.models.names import require_library
 from torchgarden.models.transformers_models import transformers_config
@@ -163,6 +164,8 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
         model = cls(config)
         if backbone.type == "dilated_resnet":
             dilate_resnet(model, backbone.dilated_resnet, activation=config.hidden_act)
+        elif backbone.type == "resnet":
+            resnet_options(model, backbone.resnet, activation=config.hidden_act)
         model = with_norm(model, norm_activation)
         features = _last_width(model)
         if backbone.type in ("resnet", "dilated_resnet"):
@@ -201,7 +204,7 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
         if kind == "resnet":
             _, settings = library_settings(backbone, norm_activation,
                                            input_size=(64, 64, in_channels))
-            prepare, stages = None, 4
+            prepare, stages = partial(resnet_options, block=block, activation=activation), 4
         else:
             settings = dilated_resnet_settings(block, activation, channels=in_channels)
             prepare, stages = partial(dilate_resnet, block=block, activation=activation), \

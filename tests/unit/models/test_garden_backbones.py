@@ -40,13 +40,16 @@ def _classifier(spec: dict, input_size=(224, 224, 3), num_classes=1001, **head) 
 
 def _documented_counts() -> dict[tuple[str, str], int]:
     """``(type, model) -> parameters`` from the table in docs/models.md."""
-    rows = re.findall(r"^\| `(\w+)` ([\w-]+) \| [\d.]+ \| [\w ]+ \| ([\d,]+) \|$",
+    rows = re.findall(r"^\| `(\w+)` ([\w-]+) \| [\d.]+ \| [\w -]+ \| ([\d,]+) \|$",
                       DOC.read_text(encoding="utf-8"), flags=re.M)
     return {(kind, model): int(count.replace(",", "")) for kind, model, count in rows}
 
 
-_SPECS = {
-    "resnet": lambda m: {"type": "resnet", "resnet": {"model_id": int(m)}},
+_RESNET_RS = {"stem_type": "v1", "replace_stem_max_pool": True, "resnetd_shortcut": True,
+              "se_ratio": 0.25}
+_SPECS = {  # "rs-50": Model Garden's ResNet-RS options on ResNet-50
+    "resnet": lambda m: {"type": "resnet", "resnet": {"model_id": int(m.removeprefix("rs-")),
+                                                      **(_RESNET_RS if "rs" in m else {})}},
     "dilated_resnet": lambda m: {"type": "dilated_resnet", "dilated_resnet": {
         "model_id": int(m), "output_stride": 8, "multigrid": [1, 2, 4]}},
     "vit": lambda m: {"type": "vit", "vit": {"model_name": m}},
@@ -61,7 +64,8 @@ def test_docs_list_every_family_and_model_gardens_resnet_counts():
     assert {kind for kind, _ in counts} == set(_SPECS)
     assert ("resnet", "50") in counts and ("vit", "vit-b16") in counts
     # Model Garden's published ResNet-50 / 101 / 152 sizes (MODEL_GARDEN.md), in millions.
-    for model, published in (("34", 21.8), ("50", 25.6), ("101", 44.6), ("152", 60.2)):
+    for model, published in (("34", 21.8), ("50", 25.6), ("101", 44.6), ("152", 60.2),
+                             ("rs-50", 35.7)):  # ResNet-RS-50: the paper's count
         assert round(counts["resnet", model] / 1e6, 1) == published
     # Dilation turns strides into dilation rates: not one parameter more or less.
     for model in ("50", "101"):
@@ -172,16 +176,14 @@ def test_vit_original_init_false_draws_kernels_with_std_002():
 
 @pytest.mark.parametrize("spec, key, words", [
     ({"resnet": {"se_ratio": 1.5}}, "resnet.se_ratio", "must be in [0, 1]"),
-    ({"resnet": {"stem_type": "v1"}}, "resnet.stem_type", "ResNet-D (v1) stem"),
-    ({"resnet": {"resnetd_shortcut": True}}, "resnet.resnetd_shortcut", "ResNet-D shortcuts"),
-    ({"resnet": {"replace_stem_max_pool": True}}, "resnet.replace_stem_max_pool", "stem"),
+    ({"resnet": {"stem_type": "v2"}}, "resnet.stem_type", "is not one of"),
+    ({"resnet": {"replace_stem_max_pool": True, "scale_stem": False,
+                 "depth_multiplier": 1.5}}, "resnet.replace_stem_max_pool", "set scale_stem"),
     ({"resnet": {"bn_trainable": False}}, "resnet.bn_trainable", "frozen batch norm"),
     ({"resnet": {"model_id": 51}}, "resnet.model_id", "is not one of"),
     ({"type": "spinenet"}, "type", "SpineNet"),
     ({"type": "dilated_resnet", "dilated_resnet": {"se_ratio": -0.1}},
      "dilated_resnet.se_ratio", "must be in [0, 1]"),
-    ({"type": "dilated_resnet", "dilated_resnet": {"resnetd_shortcut": True}},
-     "dilated_resnet.resnetd_shortcut", "ResNet-D shortcuts"),
     ({"type": "dilated_resnet", "dilated_resnet": {"model_id": 34}},
      "dilated_resnet.model_id", "is not one of"),
     ({"type": "mobilenet", "mobilenet": {"model_id": "MobileNetV3Large"}},
@@ -232,3 +234,34 @@ def test_resnet_stochastic_depth_per_stage_keeps_the_state_dict_keys():
     rates = [m.rate for m in dropped.modules() if isinstance(m, DropoutDropPath)]
     assert rates == pytest.approx([0.2] * 2 + [0.3] * 2 + [0.4] * 2 + [0.5] * 2)
     assert list(plain.state_dict()) == list(dropped.state_dict())
+
+
+def test_resnet_rs_options_build_model_gardens_stem_and_shortcuts():
+    from torchgarden.models.dilated_resnet import SameAvgPool2d
+
+    backbone = _backbone({"type": "resnet", "resnet": {
+        "model_id": 50, "stem_type": "v1", "replace_stem_max_pool": True,
+        "resnetd_shortcut": True, "se_ratio": 0.25}})
+    model = build_garden_backbone(backbone, NormActivation(), input_size=(64, 64, 3)).model
+    stem = [layer.convolution for layer in model.embedder.embedder]
+    assert [(c.kernel_size, c.stride, c.out_channels) for c in stem] == [
+        ((3, 3), (2, 2), 32), ((3, 3), (1, 1), 32), ((3, 3), (1, 1), 64)]
+    pool = model.embedder.pooler.convolution
+    assert (pool.kernel_size, pool.stride, pool.out_channels) == ((3, 3), (2, 2), 64)
+    firsts = [stage.layers[0].shortcut for stage in model.encoder.stages]
+    assert [(s[0].stride, s[1].convolution.stride) for s in firsts] == [
+        (1, (1, 1)), (2, (1, 1)), (2, (1, 1)), (2, (1, 1))]
+    assert all(isinstance(s[0], SameAvgPool2d) for s in firsts)
+    out = model(torch.zeros(1, 3, 64, 64)).last_hidden_state
+    assert out.shape == (1, 2048, 2, 2)
+
+
+def test_same_average_pool_is_keras_same_padding():
+    from torchgarden.models.dilated_resnet import SameAvgPool2d
+
+    x = torch.arange(9.0).view(1, 1, 3, 3)
+    # Stride 1: the last row and column average only the pixels inside the image.
+    assert SameAvgPool2d(2, 1)(x).tolist() == [[[[2.0, 3.0, 3.5], [5.0, 6.0, 6.5],
+                                                 [6.5, 7.5, 8.0]]]]
+    # Stride 2 on 3 pixels: one padded column and row at the end, as TensorFlow pads.
+    assert SameAvgPool2d(2, 2)(x).tolist() == [[[[2.0, 3.5], [6.5, 8.0]]]]
