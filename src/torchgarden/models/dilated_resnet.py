@@ -39,7 +39,8 @@ from torch import nn
 from torchgarden.models.backbones import RESNET_SPECS, DilatedResNet, ResNet
 
 __all__ = ["SameAvgPool2d", "SqueezeExcitation", "add_squeeze_excitation", "dilate_resnet",
-           "dilated_resnet_settings", "resnet_options", "resnet_stem", "resnetd_shortcuts"]
+           "dilated_resnet_settings", "resnet_options", "resnet_stem", "resnetd_shortcuts",
+           "apply_resnet_options"]
 
 
 def dilated_resnet_settings(block: DilatedResNet, activation: str, *,
@@ -67,6 +68,18 @@ def dilate_resnet(model: nn.Module, block: DilatedResNet, *, activation: str) ->
             _dilate_layer(layer, 2 ** (i - normal) * factor)
     if block.resnetd_shortcut:
         resnetd_shortcuts(model)
+
+
+def apply_resnet_options(model: nn.Module, block: ResNet | DilatedResNet, *,
+                         activation: str) -> None:
+    """Every Model Garden option of ``block`` that changes the architecture, on a
+    transformers ResNet built from its settings, in place: the dilated ResNet's or the
+    ResNet's stem and shortcuts, then squeeze-and-excitation."""
+    if isinstance(block, DilatedResNet):
+        dilate_resnet(model, block, activation=activation)
+    else:
+        resnet_options(model, block, activation=activation)
+    add_squeeze_excitation(model, block.se_ratio)
 
 
 def resnet_options(model: nn.Module, block: ResNet, *, activation: str) -> None:

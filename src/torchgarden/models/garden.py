@@ -35,12 +35,7 @@ from torchgarden.models.backbones import (
     Backbone,
     NormActivation,
 )
-from torchgarden.models.dilated_resnet import (
-    add_squeeze_excitation,
-    dilate_resnet,
-    dilated_resnet_settings,
-    resnet_options,
-)
+from torchgarden.models.dilated_resnet import apply_resnet_options, dilated_resnet_settings
 from torchgarden.models.names import require_library
 from torchgarden.models.transformers_models import transformers_config
 
@@ -162,15 +157,14 @@ def build_garden_backbone(backbone: Backbone, norm_activation: NormActivation, *
         features = backbone.vit.representation_size or config.hidden_size
     else:
         model = cls(config)
-        if backbone.type == "dilated_resnet":
-            dilate_resnet(model, backbone.dilated_resnet, activation=config.hidden_act)
-        elif backbone.type == "resnet":
-            resnet_options(model, backbone.resnet, activation=config.hidden_act)
+        resnet = backbone.type in ("resnet", "dilated_resnet")
+        if resnet:
+            apply_resnet_options(model, backbone.get(), activation=config.hidden_act)
         model = with_norm(model, norm_activation)
         features = _last_width(model)
-        if backbone.type in ("resnet", "dilated_resnet"):
+        if resnet:
             follow_activation(model, config.hidden_act)
-            _finish_resnet_blocks(model, backbone.get(), len(model.encoder.stages))
+            _add_resnet_stochastic_depth(model, backbone.get().stochastic_depth_drop_rate)
     return GardenBackbone(model, kind=backbone.type or "", num_features=features)
 
 
@@ -201,20 +195,15 @@ def build_pyramid_backbone(backbone: Any, norm_activation: NormActivation, *,
         return _mobilenet_levels(backbone, norm_activation, in_channels=in_channels, key=key)
     if kind in ("resnet", "dilated_resnet"):
         activation = check_activation(kind, norm_activation.activation)
-        if kind == "resnet":
-            _, settings = library_settings(backbone, norm_activation,
-                                           input_size=(64, 64, in_channels))
-            prepare, stages = partial(resnet_options, block=block, activation=activation), 4
-        else:
-            settings = dilated_resnet_settings(block, activation, channels=in_channels)
-            prepare, stages = partial(dilate_resnet, block=block, activation=activation), \
-                len(settings["depths"])
+        _, settings = library_settings(backbone, norm_activation,
+                                       input_size=(64, 64, in_channels))
         built = build_backbone("transformers/resnet", in_channels=in_channels,
                                settings=settings, pretrained_path=backbone.pretrained_path,
                                ignore_mismatched_sizes=backbone.ignore_mismatched_sizes, key=key,
-                               prepare=prepare)
+                               prepare=partial(apply_resnet_options, block=block,
+                                               activation=activation))
         follow_activation(built.model, activation)
-        _finish_resnet_blocks(built.model, block, stages)
+        _add_resnet_stochastic_depth(built.model, block.stochastic_depth_drop_rate)
         return built
     if backbone.name:
         return build_backbone(backbone.name, in_channels=in_channels,
@@ -336,15 +325,14 @@ def _add_stochastic_depth(model: nn.Module, rate: float, *, key: str) -> None:
         block.dropout = DropoutDropPath(block.dropout, rate * (i + 1) / len(blocks))
 
 
-def _finish_resnet_blocks(model: nn.Module, block: Any, stages: int = 4) -> None:
-    """Model Garden's ``se_ratio`` and stochastic depth (``rate * (i + 2) / (stages + 1)``
-    in stage ``i`` of ``stages``) on each block's residual branch (ResNet and dilated
-    ResNet), after its last batch norm, before the shortcut is added; appended to the
-    block's ``nn.Sequential`` (the drop adds no state-dict key)."""
-    add_squeeze_excitation(model, block.se_ratio)
-    rate = block.stochastic_depth_drop_rate
+def _add_resnet_stochastic_depth(model: nn.Module, rate: float) -> None:
+    """Stochastic depth ``rate * (i + 2) / (stages + 1)`` in stage ``i`` (Model Garden's
+    ResNet and dilated ResNet), on each block's residual branch after its last batch norm
+    (and squeeze-and-excitation), before the shortcut is added; appended to the block's
+    ``nn.Sequential``, so state-dict keys do not change."""
     if not rate:
         return
+    stages = len(model.encoder.stages)
     for i, stage in enumerate(model.encoder.stages):
         for block in stage.layers:
             block.layer.append(DropoutDropPath(nn.Identity(), rate * (i + 2) / (stages + 1)))
