@@ -3,7 +3,7 @@
 On one GPU, in this order, each part timed and bounded, a failed part recorded and the
 others still run:
 
-1. ``tests``: every ``gpu``-marked test (``pytest -m gpu``);
+1. ``tests``: every ``gpu``-marked test (``pytest -m gpu`` on ``_GPU_TESTS``);
 2. ``gpt2``: GPT-2 small (124 M parameters: 12 layers, width 768, context 1024, vocabulary
    50304, tied embeddings), bf16 autocast, AdamW, ``torch.compile``: tokens/s and MFU of a
    torchgarden ``Trainer`` (``runtime.enable_xla``) beside a hand-written nanoGPT-style loop
@@ -41,20 +41,18 @@ import torch
 import torch.nn.functional as F
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _sync(device: str) -> None:
-    if device != "cpu":
-        torch.cuda.synchronize()
+_GPU_TESTS = ("tests/gpu", "tests/unit/data/test_gpu.py",
+              "tests/unit/checkpoint/test_checkpoint_gpu.py")  # every gpu-marked test file
 
 
 def _rate(step: Callable[[], Any], steps: int, device: str) -> float:
     """Seconds per call of ``step`` over ``steps`` calls, the device work included."""
-    _sync(device)
+    sync = torch.cuda.synchronize if device != "cpu" else lambda: None
+    sync()
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    _sync(device)
+    sync()
     return (time.perf_counter() - start) / steps
 
 
@@ -80,11 +78,10 @@ def check_tests(args: argparse.Namespace) -> dict[str, Any]:
     """Runs ``pytest -m gpu``; returns the counts of its summary line."""
     junit = os.path.join(args.out, "gpu_tests.xml")
     command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-               f"--junitxml={junit}", "tests/gpu"]
+               f"--junitxml={junit}", *_GPU_TESTS]
     done = subprocess.run(command, cwd=_ROOT, capture_output=True, text=True,
                           timeout=args.tests_timeout)
     import xml.etree.ElementTree as ElementTree
-
     suite = ElementTree.parse(junit).getroot()
     suite = suite if suite.tag == "testsuite" else suite[0]
     counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
@@ -102,7 +99,8 @@ def _gpt_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def _hand_written_gpt(gpt: argparse.Namespace) -> Callable[[], torch.Tensor]:
-    """nanoGPT's loop: ``torch.compile(model)``, bf16 autocast, fused AdamW, same data."""
+    """nanoGPT's loop: ``torch.compile(model)``, bf16 autocast, gradients clipped at global
+    norm 1.0 (nanoGPT's ``grad_clip`` and Model Garden adamw's default), fused AdamW."""
     torch.manual_seed(0)
     model = gpt_bf16.GPT(gpt.vocab, gpt.context, gpt.width, gpt.layers, gpt.heads)
     model = model.to(gpt.device)
@@ -121,6 +119,7 @@ def _hand_written_gpt(gpt: argparse.Namespace) -> Callable[[], torch.Tensor]:
             logits = compiled(batch[:, :-1])
         loss = F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
@@ -137,7 +136,10 @@ def _host_syncs(trainer: Any, steps: int, device: str) -> str:
     try:
         trainer.train(steps)
     except RuntimeError as error:
-        return f"sync: {str(error).splitlines()[0][:200]}"
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if "torchgarden" in
+                  f.filename] or traceback.extract_tb(error.__traceback__)
+        where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno} {frames[-1].line}"
+        return f"sync at {where}: {str(error).splitlines()[0][:160]}"
     finally:
         torch.cuda.set_sync_debug_mode("default")
     return "0"
@@ -383,12 +385,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             traceback.print_exc()
         report["parts"][part]["seconds"] = round(time.perf_counter() - start, 1)
         print(f"{part}: {json.dumps(report['parts'][part], default=str)}", flush=True)
-    with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
-        json.dump(report, f, indent=2, default=str)
-    table = markdown(report)
-    with open(os.path.join(args.out, "gpu_check.md"), "w") as f:
-        f.write(table)
-    print(table)
+        with open(os.path.join(args.out, "gpu_check.json"), "w") as f:  # after every part
+            json.dump(report, f, indent=2, default=str)
+        with open(os.path.join(args.out, "gpu_check.md"), "w") as f:
+            f.write(markdown(report))
+    print(markdown(report))
     return report
 
 
