@@ -17,5 +17,10 @@ if ! has_cuda "$PY"; then
   PY=.venv-gpu/bin/python
   has_cuda "$PY" || { echo "gpu-check: no CUDA device visible to torch" >&2; exit 2; }
 fi
+# A Python that came with CUDA torch (a GPU image) gets torchgarden itself, without its
+# dependencies and offline: the registry finds the built-in experiments through its entry points.
+if ! "$PY" -c "import importlib.metadata as m; m.distribution('torchgarden')" 2>/dev/null; then
+  "$PY" -m pip install -q --no-deps --no-build-isolation --no-index -e .
+fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 timeout 480 "$PY" benchmarks/gpu_check.py --out "${GPU_CHECK_OUT:-runs/gpu_check}" "$@"

@@ -79,8 +79,11 @@ class ArrayLoader:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         tensors = self.dataset.tensors
         start = self.sampler.take_start()
-        # Built once per epoch; the index tensor moves to the data's device once.
-        order = self.sampler.epoch_indices()[start:].to(tensors[0].device)
+        # Built once per epoch; the index tensor moves to the data's device once, on CUDA
+        # from pinned memory without blocking (a pageable copy would sync with the host).
+        order = self.sampler.epoch_indices()[start:]
+        if tensors[0].device.type == "cuda":
+            order = order.pin_memory().to(tensors[0].device, non_blocking=True)
         size = self.batch_size
         total = order.shape[0]
         stop = total - total % size if self.drop_last else total
