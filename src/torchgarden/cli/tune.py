@@ -180,6 +180,10 @@ def _worker(args: argparse.Namespace) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() == 1:  # The parent died before prctl.
         sys.exit(128 + signal.SIGKILL)
+    # The workers share the command's stdout: a write per line (log blocks end theirs in the
+    # same write), so that no worker's line starts inside another's unfinished one.
+    with contextlib.suppress(AttributeError):
+        sys.stdout.reconfigure(line_buffering=True)
     from torchgarden.train_lib.experiment import bad_input_errors
 
     try:

@@ -94,7 +94,9 @@ class ProgressBar:
         if self._bar is not None:
             self._bar.write(message)
         else:
-            print(message, flush=True)
+            # Message and newline in one write: processes sharing a stdout (tune workers)
+            # then never start a line after another's unfinished one.
+            print(message + "\n", end="", flush=True)
 
     def update(self, steps: int, loss: Any = None) -> None:
         """Advances by ``steps`` and shows ``loss`` (a float) after the bar."""
