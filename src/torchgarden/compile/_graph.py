@@ -50,6 +50,9 @@ def whole_steps(
 
             trainable = {name: p.detach() for name, p in zip(step.names, params)}
             grads, (loss, outputs) = grad_and_value(compute_loss, has_aux=True)(trainable, state)
+            for rule, names, limit in step.clips:  # The optimizer's clips, in their order.
+                if names:
+                    rule([grads[name] for name in names], limit)
             for update, update_states in zip(step.updates, states):
                 update.apply([params[i] for i in update.indices],
                              [grads[step.names[i]] for i in update.indices], update_states,

@@ -105,8 +105,8 @@ def step_key(step: Any, arguments: tuple[Any, ...], key: Any) -> str:
                for t in [*params, *buffers, scalars]]
     state = [[[(t.shape, t.dtype, t.stride()) if isinstance(t, torch.Tensor) else type(t)
                for t in entry] for entry in lists] for lists in states]
-    updates = [(u.kind, u.group, u.indices, sorted(u.hyper.items()), u.offset)
-               for u in step.updates]
+    updates = [(u.kind, u.group, u.indices, sorted(u.hyper.items()), u.offset,
+                u.steps_in_graph) for u in step.updates]
     classes = {type(step.task), *(type(m) for m in step.model.modules()),
                *(type(m) for m in metrics)}
     sources = sorted(filter(None, map(_source_file, classes)))
@@ -115,7 +115,7 @@ def step_key(step: Any, arguments: tuple[Any, ...], key: Any) -> str:
                       for name in names if name.endswith(".py"))
     digest = hashlib.sha256(repr((
         torch.__version__, sys.version, step.names, step.buffer_names, tensors, state,
-        updates, key, [type(m).__qualname__ for m in metrics], repr(step.model),
+        updates, step.clip_layout, key, [type(m).__qualname__ for m in metrics], repr(step.model),
         torch.get_float32_matmul_precision(), torch.get_default_dtype(),
     )).encode())
     for path in dict.fromkeys(sources):

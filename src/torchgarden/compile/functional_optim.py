@@ -38,6 +38,8 @@ class GroupUpdate:
         hyper: The group's hyperparameters other than the learning rate.
         offset: Where this update's scalars start in a step's row of scalars.
         step: Adam: the host copy of these parameters' ``state["step"]``.
+        steps_in_graph: Adam: the graph increments ``state["step"]`` (the last state list);
+            False when the caller counts them (they are not among the states passed).
     """
 
     kind: str
@@ -46,6 +48,7 @@ class GroupUpdate:
     hyper: dict[str, Any]
     offset: int
     step: int = 0
+    steps_in_graph: bool = True
 
     @property
     def num_scalars(self) -> int:
@@ -73,23 +76,24 @@ class GroupUpdate:
             functional_sgd(params, grads, buffers, lr=row[self.offset], **_PLAIN_SGD, **hyper)
         else:
             _adam(self.hyper, self.kind == "adamw", params, grads, states,
-                  row[self.offset:self.offset + self.num_scalars])
+                  row[self.offset:self.offset + self.num_scalars], self.steps_in_graph)
 
 
 def _adam(hyper: dict[str, Any], adamw: bool, params: list[torch.Tensor],
           grads: list[torch.Tensor], states: list[list[torch.Tensor]],
-          scalars: torch.Tensor) -> None:
-    """torch's ``_single_tensor_adam`` (non-capturable form) on host-computed scalars."""
+          scalars: torch.Tensor, count_steps: bool) -> None:
+    """torch's ``_single_tensor_adam`` (non-capturable form) on host-computed scalars; with
+    ``count_steps`` the last state list holds the step counts, incremented here."""
     beta1, beta2 = hyper["betas"]
     weight_decay = hyper["weight_decay"]
     decoupled = adamw or hyper.get("decoupled_weight_decay", False)
     step_size, bias_correction2_sqrt, decay = scalars[0], scalars[1], scalars[2]
     exp_avgs, exp_avg_sqs, *rest = states
     max_exp_avg_sqs = rest[0] if hyper["amsgrad"] else None
-    steps = rest[-1]
     for i, param in enumerate(params):
         grad = grads[i] if not hyper["maximize"] else -grads[i]
-        steps[i] += 1  # The optimizer's own counter, for state_dict() and eager steps.
+        if count_steps:  # The optimizer's own counter, for state_dict() and eager steps.
+            rest[-1][i] += 1
         if weight_decay != 0:
             if decoupled:
                 param.mul_(decay)

@@ -18,6 +18,7 @@ from torchgarden.core import Task
 from torchgarden.layers import Layer
 from torchgarden.metrics import Metric
 from torchgarden.optim import set_learning_rate
+from torchgarden.optim.clipping import clip_rules
 from torchgarden.runtime.strategy import Strategy, get_strategy
 from torchgarden.utils import startup
 from torchgarden.utils.logs import Logs
@@ -83,6 +84,8 @@ class CompiledTrainStep:
         self.names: list[str] = []
         self.buffer_names: list[str] = []
         self.updates: list[GroupUpdate] = []
+        self.clips: list[tuple[Any, list[str], float]] = []  # (rule, names, limit)
+        self._host_steps: list[torch.Tensor] = []  # Adam step counts kept on the host.
         self._params: list[torch.Tensor] = []
         self._buffers: list[torch.Tensor] = []
         self._states: list[list[list[Any]]] = []
@@ -186,6 +189,8 @@ class CompiledTrainStep:
                 return None
             losses, host_updates = result
             self._trusted = (*key[:3], self.metrics_in_graph)
+        if self._host_steps:
+            torch._foreach_add_(self._host_steps, len(batches))
         for labels, outputs in host_updates:
             self.task.process_metrics(metrics, labels, outputs)
         return losses
@@ -240,14 +245,30 @@ class CompiledTrainStep:
         # wait for the stream first (a host sync per call).
         return scalars.pin_memory().to(self._device, non_blocking=True)
 
+    @property
+    def clip_layout(self) -> list[tuple[str, list[str], float]]:
+        """The gradient clips the graph applies: rule name, parameter names, limit."""
+        return [(rule.__name__, names, limit) for rule, names, limit in self.clips]
+
     def _bind(self) -> None:
         """Reads the optimizer's param groups and state into the graph's argument lists."""
         self._params, self.updates, self._states = bind_updates(self.optimizer)
         position = {id(p): name for name, p in self.model.named_parameters()}
         self.names = [position[id(p)] for p in self._params]
+        chosen = {id(p): name for name, p in zip(self.names, self._params)}
+        self.clips = [(rule, [chosen[id(p)] for p in params if id(p) in chosen], limit)
+                      for rule, params, limit in clip_rules(self.optimizer) or ()]
         buffers = dict(self.model.named_buffers())
         self.buffer_names, self._buffers = list(buffers), list(buffers.values())
         self._device = self._params[0].device if self._params else torch.device("cpu")
+        # torch keeps a non-fused Adam's step counts on the CPU: beside a GPU graph they are
+        # counted on the host after each call (in the graph they would cost a host sync).
+        self._host_steps = []
+        for update, update_states in zip(self.updates, self._states):
+            if (self._device.type != "cpu" and update.kind != "sgd" and update_states[-1]
+                    and getattr(update_states[-1][0], "device", None) == torch.device("cpu")):
+                self._host_steps += update_states.pop()
+                update.steps_in_graph = False
         self._loss_scratch = torch.zeros((), device=self._device)  # __call__ discards it.
         for param in self._params:
             param.grad = None  # The graph never reads .grad; free the eager steps'.
@@ -260,8 +281,9 @@ class CompiledTrainStep:
                 torch._dynamo.mark_static_address(tensor)
         self._state_owner = self.optimizer.state
         self._trusted = None  # New tensors: the next call checks every guard again.
-        layout = (self.names, self.buffer_names,
-                  [(u.kind, u.group, u.indices, u.offset, u.hyper) for u in self.updates])
+        layout = (self.names, self.buffer_names, self.clip_layout,
+                  [(u.kind, u.group, u.indices, u.offset, u.hyper, u.steps_in_graph)
+                   for u in self.updates])
         if layout != self._layout:  # The traced step has no guards to notice.
             self._traced, self._layout = None, layout
 
@@ -298,10 +320,9 @@ def unsupported_reason(
                 "float16 loss scaling wraps the optimizer)")
     from torch.optim import optimizer as torch_optimizer
 
-    if (optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks
-            or torch_optimizer._global_optimizer_pre_hooks
+    if (clip_rules(optimizer) is None or torch_optimizer._global_optimizer_pre_hooks
             or torch_optimizer._global_optimizer_post_hooks):
-        return "the optimizer has step hooks (gradient clipping)"
+        return "the optimizer has step hooks other than torchgarden's gradient clips"
     if any(group.get("differentiable") for group in optimizer.param_groups):
         return "a param group has differentiable=True"
     if any(isinstance(module, Layer) for module in model.modules()):

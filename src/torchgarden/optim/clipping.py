@@ -16,7 +16,8 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["add_gradient_clipping"]
+__all__ = ["add_gradient_clipping", "clip_each_norm_", "clip_global_norm_", "clip_rules",
+           "clip_value_"]
 
 
 def add_gradient_clipping(
@@ -59,30 +60,52 @@ def add_gradient_clipping(
             "use global_clipnorm to bound the norm of all gradients together."
         )
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    clips = ((global_clipnorm, _clip_global_norm), (clipnorm, _clip_each_norm),
-             (clipvalue, _clip_value))
-    return [optimizer.register_step_pre_hook(functools.partial(clip, params, float(value)))
-            for value, clip in clips if value is not None]
+    clips = ((global_clipnorm, clip_global_norm_), (clipnorm, clip_each_norm_),
+             (clipvalue, clip_value_))
+    return [optimizer.register_step_pre_hook(functools.partial(_clip, rule, params,
+                                                               float(value)))
+            for value, rule in clips if value is not None]
 
 
-# Step pre-hooks bound to (params, limit) with functools.partial. Each returns None: a
-# pre-hook that returns a value replaces the arguments of step().
-def _clip_global_norm(params: list[torch.Tensor], max_norm: float, *hook_args: Any) -> None:
-    torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True, error_if_nonfinite=False)
+def clip_rules(optimizer: torch.optim.Optimizer) -> list[tuple[Any, list[Any], float]] | None:
+    """``(rule, params, limit)`` of each of ``optimizer``'s step pre-hooks, in their order,
+    when every one is a clip added here (the compiled step applies them to its gradients);
+    None when it has another hook."""
+    hooks = list(optimizer._optimizer_step_pre_hooks.values())
+    if optimizer._optimizer_step_post_hooks or not all(
+            isinstance(h, functools.partial) and h.func is _clip for h in hooks):
+        return None
+    return [h.args for h in hooks]
 
 
-def _clip_each_norm(params: list[torch.Tensor], limit: float, *hook_args: Any) -> None:
+# A step pre-hook is _clip bound to (rule, params, limit) with functools.partial; it returns
+# None (a pre-hook that returns a value replaces the arguments of step()). Each rule scales
+# a list of gradients in place, without a host sync (non-finite norms are not checked).
+def _clip(rule: Any, params: list[torch.Tensor], limit: float, *hook_args: Any) -> None:
     grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    with torch.no_grad():
-        # factor = limit / max(norm, limit): exactly 1.0 for small gradients.
-        factors = torch._foreach_norm(grads)
-        torch._foreach_clamp_min_(factors, limit)
-        torch._foreach_reciprocal_(factors)
-        torch._foreach_mul_(factors, limit)
-        torch._foreach_mul_(grads, factors)
+    if grads:
+        with torch.no_grad():
+            rule(grads, limit)
 
 
-def _clip_value(params: list[torch.Tensor], bound: float, *hook_args: Any) -> None:
-    torch.nn.utils.clip_grad_value_(params, bound, foreach=True)
+def clip_global_norm_(grads: list[torch.Tensor], max_norm: float) -> None:
+    """Scales ``grads`` so their joint L2 norm is at most ``max_norm``, with the arithmetic
+    of ``torch.nn.utils.clip_grad_norm_`` (coefficient ``max_norm / (norm + 1e-6)``)."""
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+
+
+def clip_each_norm_(grads: list[torch.Tensor], limit: float) -> None:
+    """Scales each gradient to L2 norm at most ``limit`` on its own: by ``limit /
+    max(norm, limit)``, exactly 1.0 for small gradients."""
+    factors = torch._foreach_norm(grads)
+    torch._foreach_clamp_min_(factors, limit)
+    torch._foreach_reciprocal_(factors)
+    torch._foreach_mul_(factors, limit)
+    torch._foreach_mul_(grads, factors)
+
+
+def clip_value_(grads: list[torch.Tensor], bound: float) -> None:
+    """Clamps every gradient element to ``[-bound, bound]``."""
+    torch._foreach_clamp_min_(grads, -bound)
+    torch._foreach_clamp_max_(grads, bound)

@@ -80,8 +80,6 @@ def test_compiled_step_trains_like_the_eager_step_in_one_graph(aot_eager, optimi
     options = {"momentum": 0.9, "nesterov": True} if optimizer == "sgd" else {
         "weight_decay" if optimizer == "adam" else "weight_decay_rate": 0.01
     }
-    if optimizer == "adamw":  # Model Garden's default clip (1.0) is a step hook: not compiled
-        options["gradient_clip_norm"] = 0.0
     overrides = {"trainer": {"optimizer_config": {"optimizer": {optimizer: options}}}}
     eager_params, compiled_params = toy(optimizer, xla=False), toy(optimizer)
     eager_params.override(overrides)
@@ -216,11 +214,53 @@ def test_unsupported_setups_name_their_reason():
     assert "not the model's" in unsupported_reason(**common, optimizer=other)
 
 
-def test_gradient_clipping_falls_back_to_the_eager_step(aot_eager, caplog):
+@pytest.mark.parametrize("clips", [
+    {"adamw": {"gradient_clip_norm": 0.05}},  # Model Garden's adamw clip (default 1.0).
+    {"adam": {"global_clipnorm": 0.05}},
+    {"adam": {"clipnorm": 0.02}},
+    {"sgd": {"clipvalue": 0.002, "momentum": 0.9}},
+    {"adamw": {"gradient_clip_norm": 0.05, "clipvalue": 0.002}},  # Model Garden's, then Keras'.
+], ids=["gradient_clip_norm", "global_clipnorm", "clipnorm", "clipvalue", "two_clips"])
+def test_gradient_clips_run_inside_the_graph_as_the_eager_step_applies_them(aot_eager, clips):
+    (optimizer,) = clips
+    unclipped = toy(optimizer, xla=False)
+    if optimizer == "adamw":
+        unclipped.override({"trainer": {"optimizer_config": {"optimizer": {
+            "adamw": {"gradient_clip_norm": 0.0}}}}})
+    runs = {}
+    for name, params in (("eager", toy(optimizer, xla=False)), ("compiled", toy(optimizer)),
+                         ("unclipped", unclipped)):
+        if name != "unclipped":
+            params.override({"trainer": {"optimizer_config": {"optimizer": clips}}})
+        runs[name] = build(params)
+        for _ in range(3):
+            runs[name].train(4)
+    assert isinstance(runs["compiled"].step_fn, CompiledTrainStep)
+    assert_weights_close(runs["compiled"].unwrapped_model, runs["eager"].unwrapped_model)
+    # The clips bind: without them the weights end elsewhere.
+    difference = max((a - b).abs().max() for a, b in zip(
+        runs["eager"].unwrapped_model.parameters(), runs["unclipped"].unwrapped_model.parameters()))
+    assert difference > 100 * ATOL
+
+
+class HookedTask(Task):
+    """A task whose optimizer has a step hook of its own (not one of torchgarden's clips)."""
+
+    def __init__(self, inner):
+        super().__init__(inner.task_config)
+        for name in ("build_model", "build_inputs", "build_losses", "build_metrics"):
+            setattr(self, name, getattr(inner, name))
+
+    def create_optimizer(self, *args, **kwargs):
+        optimizer = super().create_optimizer(*args, **kwargs)
+        optimizer.register_step_pre_hook(lambda *hook_args: None)
+        return optimizer
+
+
+def test_an_optimizer_hook_that_is_not_a_clip_falls_back_to_the_eager_step(aot_eager, caplog):
     params = toy()
-    params.override({"trainer": {"optimizer_config": {"optimizer": {"adam": {"clipnorm": 1.0}}}}})
     with caplog.at_level("INFO", logger="torchgarden"):
-        trainer = build(params)
+        trainer = build(params, task=HookedTask(get_task(params.task)))
     trainer.train(2)
     assert not isinstance(trainer.step_fn, CompiledTrainStep)
     (line,) = [r.getMessage() for r in caplog.records if "runtime.enable_xla" in r.getMessage()]
