@@ -64,7 +64,7 @@ class PooledCollate:
         worker = get_worker_info()
         slot = -1 if worker is None else _first_free(self.free[worker.id])
         if slot < 0:  # In the main process, or every slot is held: torch's batching.
-            return _tuplify(collate(samples, collate_fn_map=default_collate_fn_map), samples)
+            return tuple_collate(samples)
         self.free[worker.id, slot] = 0
         fields = itertools.count()
 
