@@ -108,11 +108,11 @@ def test_a_study_dir_of_another_experiment_is_refused_before_any_trial(tmp_path,
     assert not [n for n in os.listdir(tmp_path / "s") if n.startswith("trial-")]
 
 
-def _command(tmp_path, study_dir, trials, *flags, steps=200):
+def _command(tmp_path, study_dir, trials, *flags, steps=200, keep=3):
     return [sys.executable, "-m", "torchgarden", "tune", "--experiment", "toy_regression",
             "--space", _space(tmp_path), "--study_dir", str(study_dir), "--trials", str(trials),
             "--params_override", f"trainer.train_steps={steps},trainer.validation_interval=50,"
-            "trainer.checkpoint_interval=50", *flags]
+            f"trainer.checkpoint_interval=50,trainer.max_to_keep={keep}", *flags]
 
 
 def _alive(pid):
@@ -130,20 +130,22 @@ def _env():
 @pytest.mark.slow
 def test_kill_9_then_rerun_gives_the_trials_of_an_uninterrupted_study(tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    # 2,000 steps: the toy trains ~6,000 steps/s, so the kill lands mid-trial, not after it.
-    subprocess.run(_command(tmp_path, whole, 4, steps=2000), check=True, env=_env(),
+    # 2,000 steps: the toy trains ~6,000 steps/s, so the kill lands mid-trial, not after it;
+    # every checkpoint is kept, so a kill that lags the log line still finds ckpt-100.
+    subprocess.run(_command(tmp_path, whole, 4, steps=2000, keep=40), check=True, env=_env(),
                    capture_output=True)
     log = tmp_path / "killed.log"
     with open(log, "w") as out:
-        process = subprocess.Popen(_command(tmp_path, killed, 4, steps=2000), stdout=out,
-                                   stderr=subprocess.STDOUT, env=_env())
+        process = subprocess.Popen(_command(tmp_path, killed, 4, steps=2000, keep=40),
+                                   stdout=out, stderr=subprocess.STDOUT, env=_env())
         deadline = time.monotonic() + 300
         while "trial-1/ckpt-100" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait()
-    assert "ckpt-100" in os.listdir(killed / "trial-1")
-    rerun = subprocess.run(_command(tmp_path, killed, 4, steps=2000), env=_env(),
+    names = os.listdir(killed / "trial-1")
+    assert "ckpt-100" in names and "ckpt-2000" not in names  # Killed inside trial 1.
+    rerun = subprocess.run(_command(tmp_path, killed, 4, steps=2000, keep=40), env=_env(),
                            capture_output=True, text=True, check=True)
     assert "trial 1 (resumed)" in rerun.stdout
     assert "restored model from" in rerun.stdout + rerun.stderr
