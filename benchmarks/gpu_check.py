@@ -99,14 +99,20 @@ def _gpt_args(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def _hand_written_gpt(gpt: argparse.Namespace) -> Callable[[], torch.Tensor]:
-    """nanoGPT's loop: ``torch.compile(model)``, bf16 autocast, gradients clipped at global
-    norm 1.0 (nanoGPT's ``grad_clip`` and Model Garden adamw's default), fused AdamW."""
+    """nanoGPT's loop: the forward and its loss compiled together (nanoGPT's ``model(x, y)``
+    returns the loss), bf16 autocast, gradients clipped at global norm 1.0 (nanoGPT's
+    ``grad_clip`` and Model Garden adamw's default), fused AdamW."""
     torch.manual_seed(0)
-    model = gpt_bf16.GPT(gpt.vocab, gpt.context, gpt.width, gpt.layers, gpt.heads)
-    model = model.to(gpt.device)
+    model = gpt_bf16.GPT(gpt.vocab, gpt.context, gpt.width, gpt.layers, gpt.heads).to(gpt.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1,
                                   fused=gpt.device != "cpu")
-    compiled = torch.compile(model)
+
+    @torch.compile
+    def forward_loss(batch: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(torch.device(gpt.device).type, dtype=torch.bfloat16):
+            logits = model(batch[:, :-1])
+        return F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+
     tokens = torch.randint(gpt.vocab, (gpt.batch * 8, gpt.context + 1),
                            generator=torch.Generator().manual_seed(0)).to(gpt.device)
     position = [0]
@@ -114,10 +120,7 @@ def _hand_written_gpt(gpt: argparse.Namespace) -> Callable[[], torch.Tensor]:
     def step() -> torch.Tensor:
         start = position[0] % 8 * gpt.batch
         position[0] += 1
-        batch = tokens[start:start + gpt.batch]
-        with torch.autocast(torch.device(gpt.device).type, dtype=torch.bfloat16):
-            logits = compiled(batch[:, :-1])
-        loss = F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten())
+        loss = forward_loss(tokens[start:start + gpt.batch])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
