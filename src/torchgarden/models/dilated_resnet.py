@@ -38,9 +38,9 @@ from torch import nn
 
 from torchgarden.models.backbones import RESNET_SPECS, DilatedResNet, ResNet
 
-__all__ = ["SameAvgPool2d", "SqueezeExcitation", "add_squeeze_excitation", "dilate_resnet",
-           "dilated_resnet_settings", "resnet_options", "resnet_stem", "resnetd_shortcuts",
-           "apply_resnet_options"]
+__all__ = ["SameAvgPool2d", "SqueezeExcitation", "add_squeeze_excitation", "apply_resnet_options",
+           "dilate_resnet", "dilated_resnet_settings", "resnet_options", "resnet_stem",
+           "resnetd_shortcuts"]
 
 
 def dilated_resnet_settings(block: DilatedResNet, activation: str, *,
